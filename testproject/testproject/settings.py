@@ -1,0 +1,116 @@
+"""Settings for the demo and the tests, chosen by environment variables:
+
+DBQUEUE_DATABASE   sqlite (default), mariadb or postgres
+DBQUEUE_DB_NAME    database name for MariaDB/PostgreSQL (default "dbqueue"); tests use test_<name>
+DBQUEUE_SQLITE     path of the SQLite file (default testproject/db.sqlite3)
+DBQUEUE_LEASE      lease seconds (default 60)
+DBQUEUE_BACKOFF    retry backoff base seconds (default 2)
+"""
+
+import os
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "testproject-not-secret")
+DEBUG = os.environ.get("DJANGO_DEBUG", "") == "1"
+ALLOWED_HOSTS = ["localhost", "127.0.0.1", "testserver"]
+USE_TZ = True
+TIME_ZONE = "UTC"
+ROOT_URLCONF = "testproject.urls"
+STATIC_URL = "static/"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_dbqueue",
+    "demo",
+]
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+_engine = os.environ.get("DBQUEUE_DATABASE", "sqlite")
+_name = os.environ.get("DBQUEUE_DB_NAME", "dbqueue")
+if _engine == "mariadb":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.mysql",
+            "NAME": _name,
+            "USER": os.environ.get("DBQUEUE_DB_USER", "root"),
+            "PASSWORD": os.environ.get("DBQUEUE_DB_PASSWORD", ""),
+            "HOST": os.environ.get("DBQUEUE_DB_HOST", "127.0.0.1"),
+            "PORT": os.environ.get("DBQUEUE_DB_PORT", "3306"),
+            "OPTIONS": {"charset": "utf8mb4"},
+            "TEST": {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"},
+        }
+    }
+elif _engine == "postgres":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": _name,
+            "USER": os.environ.get("DBQUEUE_DB_USER", "postgres"),
+            "HOST": os.environ.get("DBQUEUE_DB_HOST", "127.0.0.1"),
+            "PORT": os.environ.get("DBQUEUE_DB_PORT", "5432"),
+        }
+    }
+elif _engine == "sqlite":
+    _path = Path(os.environ.get("DBQUEUE_SQLITE", BASE_DIR / "db.sqlite3"))
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": _path,
+            # Worker processes share the file: WAL lets readers run beside the
+            # one writer, and the timeout makes writers wait instead of failing.
+            "OPTIONS": {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
+            # A file, not :memory:, so that subprocess workers see the test database.
+            "TEST": {"NAME": str(_path.with_name("test_" + _path.name))},
+        }
+    }
+else:
+    raise RuntimeError(f"DBQUEUE_DATABASE must be sqlite, mariadb or postgres, not {_engine!r}.")
+
+TASKS = {
+    "default": {
+        "BACKEND": "django_dbqueue.backend.DatabaseBackend",
+        "QUEUES": ["default", "email", "slow"],
+        "OPTIONS": {
+            "LEASE_SECONDS": float(os.environ.get("DBQUEUE_LEASE", "60")),
+            "RETRY_BACKOFF_BASE": float(os.environ.get("DBQUEUE_BACKOFF", "2")),
+            "STATUS_INTERVAL": float(os.environ.get("DBQUEUE_STATUS_INTERVAL", "5")),
+        },
+    }
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(process)d %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "django_dbqueue": {"handlers": ["console"], "level": os.environ.get("DBQUEUE_LOG_LEVEL", "INFO")},
+    },
+}
