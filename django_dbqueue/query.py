@@ -25,6 +25,8 @@ FINISHED = (SUCCESSFUL, FAILED, CANCELLED)
 CLAIM_ORDER = ("-priority", "run_after", "id")
 DEFAULT_LEASE = 60.0
 WORKER_LOST = "django_dbqueue.exceptions.WorkerLost"
+# How many times a claimer looks past candidates that others took meanwhile.
+CANDIDATE_ROUNDS = 8
 
 
 class JobQuerySet(models.QuerySet):
@@ -56,11 +58,31 @@ class JobQuerySet(models.QuerySet):
         return retry_on_conflict(lambda: self._claim_once(owner, limit, lease), using=self.db)
 
     def _claim_once(self, owner: str, limit: int, lease: float) -> list[Job]:
+        # Candidates first, by a plain read that locks nothing, then lock just
+        # those rows by primary key. A single locking SELECT ... ORDER BY ...
+        # LIMIT that no index serves (several queues, or any filter) would lock
+        # every row it sorts, starving every other claimer until it commits.
         now = timezone.now()
+        taken: list[int] = []
+        for _ in range(CANDIDATE_ROUNDS):
+            candidates = self.due(now).exclude(pk__in=taken) if taken else self.due(now)
+            ids = list(candidates.order_by(*CLAIM_ORDER).values_list("pk", flat=True)[:limit])
+            if not ids:
+                return []
+            batch = self._lock_and_mark(ids, owner, lease, now)
+            if batch:
+                return batch
+            taken.extend(ids)  # all claimed by others meanwhile: look further on
+        return []
+
+    def _lock_and_mark(self, ids: list[int], owner: str, lease: float, now: datetime) -> list[Job]:
+        rows = self.model._base_manager.using(self.db)
         with transaction.atomic(using=self.db):
             _lock_if_serialised(self.db, self.model._meta.db_table)
-            locked = list(self.due(now).order_by(*CLAIM_ORDER).select_for_update(skip_locked=True)[:limit])
-            batch = _claimable(locked)
+            locked = rows.filter(pk__in=ids, status=READY, run_after__lte=now).select_for_update(
+                skip_locked=True
+            )
+            batch = _claimable(sorted(locked, key=_claim_key))
             if not batch:
                 return []
             changes: dict[str, Any] = {
@@ -76,7 +98,7 @@ class JobQuerySet(models.QuerySet):
                     last_attempted_at=now,
                     worker_ids=[*job.worker_ids, owner],
                 )
-            self.model._base_manager.using(self.db).filter(pk__in=[job.pk for job in batch]).update(**changes)
+            rows.filter(pk__in=[job.pk for job in batch]).update(**changes)
         for job in batch:
             for name, value in changes.items():
                 setattr(job, name, value)
@@ -92,7 +114,11 @@ class JobQuerySet(models.QuerySet):
             owner=None,
             lease_expires_at=None,
             # A suspect's attempt was counted in its claim; it never ran.
-            attempts=Case(When(suspect=True, then=F("attempts") - 1), default=F("attempts")),
+            attempts=Case(
+                When(suspect=True, then=F("attempts") - 1),
+                default=F("attempts"),
+                output_field=models.PositiveIntegerField(),
+            ),
         )
 
     def extend_leases(self, owner: str, lease: float = DEFAULT_LEASE) -> int:
@@ -180,6 +206,10 @@ def worker_lost_error(job: Job, when: datetime) -> dict[str, str]:
         "at": when.isoformat(),
         "worker": job.owner or "",
     }
+
+
+def _claim_key(job: Job) -> tuple[int, datetime, int]:
+    return (-job.priority, job.run_after, job.pk)
 
 
 def _claimable(locked: list[Job]) -> list[Job]:

@@ -134,7 +134,9 @@ class Worker:
                 if len(jobs) >= self.batch:
                     continue  # a full batch: more is probably waiting
             elif self.burst:
-                if not self._recover():
+                # An empty claim can mean only that others held every
+                # candidate for a moment; exit only when nothing is due.
+                if not self._recover() and not self._due_jobs_left():
                     return
                 continue
             else:
@@ -152,6 +154,11 @@ class Worker:
             else jobs.filter(queue_name__in=self.queues)
         )
         return jobs.claim(self.name, limit=self.batch, lease=self.config.LEASE_SECONDS)
+
+    def _due_jobs_left(self) -> bool:
+        from .models import Job
+
+        return Job.objects.using(self.backend.database).filter(queue_name__in=self.queues).due().exists()
 
     def _run_batch(self, jobs: list[Job]) -> None:
         self.in_hand.extend(jobs)

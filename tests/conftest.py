@@ -1,0 +1,116 @@
+"""Fixtures for real worker processes against the test database."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+MANAGE = ROOT / "testproject" / "manage.py"
+
+
+def vendor() -> str:
+    return connection.vendor
+
+
+needs_row_locks = pytest.mark.skipif(
+    os.environ.get("DBQUEUE_DATABASE", "sqlite") == "sqlite",
+    reason="needs a database with row locks (MariaDB or PostgreSQL)",
+)
+
+
+def subprocess_env(**overrides: str) -> dict[str, str]:
+    """The environment for a child process that must use the test database."""
+    env = os.environ.copy()
+    name = str(connection.settings_dict["NAME"])
+    if connection.vendor == "sqlite":
+        env["DBQUEUE_SQLITE"] = name
+    else:
+        env["DBQUEUE_DB_NAME"] = name
+    env.setdefault("DBQUEUE_LEASE", "3")
+    env.setdefault("DBQUEUE_BACKOFF", "0.05")
+    env.setdefault("DBQUEUE_STATUS_INTERVAL", "1")
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(overrides)
+    return env
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.1) -> object:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
+        time.sleep(interval)
+
+
+class Runqueue:
+    """A `manage.py runqueue` subprocess whose output goes to a log file."""
+
+    def __init__(self, args: list[str], log: Path, env: dict[str, str]) -> None:
+        self.log = log
+        self._out = log.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(MANAGE), "runqueue", *args],
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=ROOT,
+            start_new_session=True,  # its own process group, like a service
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def signal(self, signum: int) -> None:
+        self.proc.send_signal(signum)
+
+    def signal_group(self, signum: int) -> None:
+        os.killpg(self.proc.pid, signum)
+
+    def wait(self, timeout: float = 60.0) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"runqueue did not exit in {timeout}s:\n{self.output()[-3000:]}") from None
+
+    def children(self) -> list[int]:
+        path = Path(f"/proc/{self.pid}/task/{self.pid}/children")
+        return [int(pid) for pid in path.read_text().split()] if path.exists() else []
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(10)
+        self._out.close()
+
+
+@pytest.fixture
+def runqueue(tmp_path: Path) -> Iterator[Callable[..., Runqueue]]:
+    """Start real `runqueue` processes on the test database; all are killed at teardown."""
+    started: list[Runqueue] = []
+
+    def start(*args: str, **env: str) -> Runqueue:
+        proc = Runqueue(list(args), tmp_path / f"runqueue-{len(started)}.log", subprocess_env(**env))
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()

@@ -1,0 +1,192 @@
+"""The claim: order, exclusivity, suspects, release, leases and recovery."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import close_old_connections, connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from django_dbqueue.models import Job
+from tests.conftest import needs_row_locks
+
+pytestmark = pytest.mark.django_db
+
+
+def make(n: int = 1, **fields) -> list[Job]:
+    return Job.objects.bulk_create([Job(task_path="demo.tasks.noop", **fields) for _ in range(n)])
+
+
+def test_claim_returns_due_ready_jobs_in_priority_then_age_order():
+    now = timezone.now()
+    low_old = make(run_after=now - timedelta(minutes=5), priority=0)[0]
+    high_new = make(run_after=now - timedelta(minutes=1), priority=50)[0]
+    high_old = make(run_after=now - timedelta(minutes=2), priority=50)[0]
+    negative = make(run_after=now - timedelta(minutes=9), priority=-10)[0]
+    make(run_after=now + timedelta(hours=1), priority=100)  # not due
+    make(status="FAILED", priority=100)  # not ready
+
+    claimed = Job.objects.claim("w1", limit=10)
+
+    assert [job.pk for job in claimed] == [high_old.pk, high_new.pk, low_old.pk, negative.pk]
+    stored = Job.objects.filter(pk__in=[job.pk for job in claimed])
+    assert {(job.status, job.owner) for job in stored} == {("RUNNING", "w1")}
+    assert all(job.lease_expires_at > timezone.now() for job in stored)
+    assert all(job.attempts == 0 for job in stored), "a batch claim counts no attempt"
+
+
+def test_claim_respects_limit_and_the_querysets_own_filters():
+    make(5, queue_name="email")
+    make(5, queue_name="default")
+
+    claimed = Job.objects.filter(queue_name="email").claim("w1", limit=3)
+
+    assert len(claimed) == 3
+    assert {job.queue_name for job in claimed} == {"email"}
+    assert Job.objects.filter(queue_name="email").claim("w2", limit=10).__len__() == 2
+    assert Job.objects.filter(queue_name="email").claim("w3", limit=10) == []
+
+
+def test_claim_rejects_a_limit_below_one():
+    with pytest.raises(ValueError, match="at least 1"):
+        Job.objects.claim("w1", limit=0)
+
+
+def test_a_suspect_job_is_claimed_alone_with_its_attempt_counted():
+    make(3)
+    suspect = make(suspect=True, priority=10)[0]
+
+    first = Job.objects.claim("w1", limit=10)
+    assert [job.pk for job in first] == [suspect.pk]
+    assert first[0].attempts == 1
+    suspect.refresh_from_db()
+    assert (suspect.attempts, suspect.owner, suspect.last_attempted_at is not None) == (1, "w1", True)
+
+    rest = Job.objects.claim("w1", limit=10)
+    assert len(rest) == 3 and not any(job.suspect for job in rest)
+
+
+def test_a_batch_stops_before_the_first_suspect():
+    now = timezone.now()
+    trusted = make(2, run_after=now - timedelta(minutes=3))
+    make(suspect=True, run_after=now - timedelta(minutes=2))
+    make(2, run_after=now - timedelta(minutes=1))
+
+    claimed = Job.objects.claim("w1", limit=10)
+
+    assert [job.pk for job in claimed] == [job.pk for job in trusted]
+
+
+def test_release_returns_unstarted_jobs_without_costing_attempts():
+    jobs = make(3)
+    suspect = make(suspect=True, priority=-1)[0]
+    claimed = Job.objects.claim("w1", limit=10)
+    alone = Job.objects.claim("w1", limit=10)
+    assert [job.pk for job in alone] == [suspect.pk]
+
+    released = Job.objects.release("w1", [job.pk for job in claimed + alone])
+
+    assert released == 4
+    for job in [*jobs, suspect]:
+        job.refresh_from_db()
+        assert (job.status, job.owner, job.attempts) == ("READY", None, 0)
+
+
+def test_release_only_touches_the_owners_running_jobs():
+    job = make()[0]
+    Job.objects.claim("w1")
+    assert Job.objects.release("someone-else", [job.pk]) == 0
+    job.refresh_from_db()
+    assert job.status == "RUNNING"
+
+
+def test_recovery_requeues_an_expired_batch_as_suspect_and_fails_a_suspect_on_its_last_attempt():
+    batch_jobs = make(2)
+    Job.objects.claim("dead-worker", lease=60)
+    Job.objects.filter(pk__in=[j.pk for j in batch_jobs]).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+
+    assert Job.objects.recover_expired() == (2, 0)
+    for job in batch_jobs:
+        job.refresh_from_db()
+        assert (job.status, job.suspect, job.attempts, job.errors) == ("READY", True, 0, [])
+
+    # Each is now claimed alone; one kills its worker on its last attempt.
+    poison = batch_jobs[0]
+    Job.objects.filter(pk=poison.pk).update(max_attempts=1)
+    assert [j.pk for j in Job.objects.claim("dead-again", limit=10)] == [poison.pk]
+    Job.objects.filter(pk=poison.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+    assert Job.objects.recover_expired() == (0, 1)
+    poison.refresh_from_db()
+    assert (poison.status, poison.attempts) == ("FAILED", 1)
+    assert poison.errors[0]["exception_class_path"] == "django_dbqueue.exceptions.WorkerLost"
+    assert "dead-again" in poison.errors[0]["traceback"]
+
+
+def test_recovery_leaves_live_leases_alone():
+    make(2)
+    Job.objects.claim("alive", lease=60)
+    assert Job.objects.recover_expired() == (0, 0)
+    assert Job.objects.running().count() == 2
+
+
+def test_heartbeat_extends_only_the_owners_leases():
+    make(2)
+    mine = Job.objects.claim("me", limit=1, lease=1)[0]
+    theirs = Job.objects.claim("them", limit=1, lease=1)[0]
+
+    assert Job.objects.extend_leases("me", lease=600) == 1
+    mine.refresh_from_db()
+    theirs.refresh_from_db()
+    assert mine.lease_expires_at > timezone.now() + timedelta(seconds=500)
+    assert theirs.lease_expires_at < timezone.now() + timedelta(seconds=5)
+
+
+def test_claim_costs_a_fixed_number_of_queries_whatever_the_batch_size():
+    make(50)
+    with CaptureQueriesContext(connection) as small:
+        Job.objects.claim("w1", limit=1)
+    with CaptureQueriesContext(connection) as large:
+        Job.objects.claim("w1", limit=40)
+    assert len(large.captured_queries) == len(small.captured_queries)
+
+
+@needs_row_locks
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_claimers_in_threads_never_share_a_job():
+    """Eight threads, eight connections, claiming in small batches at once."""
+    total = 2000
+    make(total)
+    seen: list[list[int]] = [[] for _ in range(8)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(8)
+
+    def claimer(index: int) -> None:
+        try:
+            barrier.wait()
+            # An empty claim may only mean the others held every candidate
+            # at that instant; stop once nothing is READY.
+            while Job.objects.ready().exists():
+                seen[index].extend(job.pk for job in Job.objects.claim(f"t{index}", limit=7))
+        except BaseException as exc:  # reported below, not swallowed
+            errors.append(exc)
+        finally:
+            close_old_connections()
+            connection.close()
+
+    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+
+    assert not errors
+    claimed = [pk for ids in seen for pk in ids]
+    assert len(claimed) == len(set(claimed)) == total
+    assert sum(1 for ids in seen if ids) > 1, "the work should have been shared"
+    owners = dict(Job.objects.values_list("pk", "owner"))
+    for index, ids in enumerate(seen):
+        assert {owners[pk] for pk in ids} <= {f"t{index}"}
