@@ -42,6 +42,19 @@ def _child_main(
     sys.exit(code)
 
 
+class StopFlag:
+    """A graceful-stop request shared with the children through shared memory."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def set(self) -> None:
+        self.value.value = 1
+
+    def is_set(self) -> bool:
+        return bool(self.value.value)
+
+
 class Supervisor:
     def __init__(self, alias: str, queues: list[str], *, processes: int, batch: int, burst: bool) -> None:
         self.alias, self.queues, self.batch, self.burst = alias, queues, batch, burst
@@ -49,7 +62,9 @@ class Supervisor:
         # fork: children inherit the configured Django; no re-import of settings.
         self.context = multiprocessing.get_context("fork")
         self.counters = self.context.Array("q", 2 * processes, lock=False)
-        self.stop_event = self.context.Event()
+        # A lock-free flag, not an Event: a child SIGKILLed while inside the
+        # Event's internal lock would leave it held, and set() would hang.
+        self.stop_event = StopFlag(self.context.RawValue("b", 0))
         self.slots = [Slot(index=i) for i in range(processes)]
         self.signals = 0
         self.started = time.monotonic()

@@ -8,6 +8,7 @@ import random
 import signal
 import socket
 import threading
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,7 @@ class Worker:
         self.processed = self.failed = 0
         self._published = (0, 0)
         self.stopping = False
+        self.forcing = False
         self.wake = threading.Event()
         self.in_hand: deque[Job] = deque()
         self.parent_pid = os.getppid()
@@ -106,6 +108,12 @@ class Worker:
         self.request_stop()
 
     def _on_force(self, signum: int, frame: Any) -> None:
+        # Raise once: a further signal (Ctrl-C to the group and the
+        # supervisor's SIGQUIT both arrive) must not cut short the give-back.
+        if self.forcing:
+            return
+        self.forcing = True
+        self.request_stop()
         raise ForcedStop()
 
     def _watch_parent(self) -> None:
@@ -117,8 +125,9 @@ class Worker:
 
         def watch() -> None:
             while not self.stopping:
-                if self.parent_stop.wait(1.0) or os.getppid() != self.parent_pid:
+                if self.parent_stop.is_set() or os.getppid() != self.parent_pid:
                     self.request_stop()
+                time.sleep(0.2)
 
         threading.Thread(target=watch, name="dbqueue-parent-watch", daemon=True).start()
 

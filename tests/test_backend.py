@@ -1,0 +1,192 @@
+"""The django.tasks backend: enqueue, validation, results, transactions."""
+
+import json
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection, transaction
+from django.tasks import default_task_backend, task, task_backends
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+from django.test import override_settings
+from django.utils import timezone
+
+from demo import tasks
+from django_dbqueue.backend import DatabaseBackend
+from django_dbqueue.exceptions import InvalidTaskArguments
+from django_dbqueue.models import Job
+
+pytestmark = pytest.mark.django_db
+
+
+def tasks_setting(**options) -> dict:
+    return {
+        "default": {
+            "BACKEND": "django_dbqueue.backend.DatabaseBackend",
+            "QUEUES": ["default", "email", "slow"],
+            "OPTIONS": options,
+        }
+    }
+
+
+def test_enqueue_writes_a_ready_job_and_returns_its_result():
+    result = tasks.send_welcome.enqueue(user_id=42)
+
+    job = Job.objects.get(pk=int(result.id))
+    assert (job.task_path, job.queue_name, job.priority) == ("demo.tasks.send_welcome", "email", 10)
+    assert (job.args, job.kwargs, job.status, job.attempts) == ([], {"user_id": 42}, "READY", 0)
+    assert job.max_attempts == 3, "the backend's default MAX_ATTEMPTS"
+    assert result.status == "READY" and result.kwargs == {"user_id": 42}
+    assert abs(job.run_after - job.enqueued_at) < timedelta(seconds=1)
+
+
+def test_task_max_attempts_and_using_are_stored():
+    when = timezone.now() + timedelta(hours=2)
+    result = tasks.flaky.using(priority=-5, run_after=when, queue_name="slow").enqueue("k", 1)
+
+    job = Job.objects.get(pk=int(result.id))
+    assert (job.max_attempts, job.priority, job.queue_name, job.run_after) == (4, -5, "slow", when)
+
+
+@override_settings(TASKS=tasks_setting(MAX_ATTEMPTS=7))
+def test_max_attempts_default_comes_from_options():
+    result = tasks.add.enqueue(1, 2)
+    assert Job.objects.get(pk=int(result.id)).max_attempts == 7
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "3", True])
+def test_invalid_max_attempts_is_refused_when_the_task_is_defined(bad):
+    with pytest.raises(InvalidTask, match="max_attempts must be a whole number of at least 1"):
+        task(max_attempts=bad)(tasks.add.func)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ((object(),), {}, r"args\[0\] is a builtins.object, which cannot be stored as JSON"),
+        ((), {"when": timezone.now()}, r"kwargs\['when'\] is a datetime.datetime"),
+        (([1, {2, 3}],), {}, r"args\[0\]\[1\] is a builtins.set"),
+        ((float("nan"),), {}, r"args\[0\] is the float nan"),
+        (({1: "a"},), {}, r"args\[0\] has the key 1 of type int; JSON object keys must be strings"),
+        ((b"\xff",), {}, r"args\[0\] is a builtins.bytes"),
+    ],
+)
+def test_arguments_that_are_not_json_are_refused_and_nothing_is_written(args, kwargs, message):
+    with pytest.raises(InvalidTaskArguments, match=message):
+        tasks.add.enqueue(*args, **kwargs)
+    assert not Job.objects.exists()
+
+
+@override_settings(TASKS=tasks_setting(MAX_ARGUMENTS_BYTES=100))
+def test_arguments_over_the_size_limit_are_refused():
+    tasks.add.enqueue("x" * 50, "y")  # under the limit
+    size = len('[["' + "x" * 200 + '","y"],{}]')
+    with pytest.raises(InvalidTaskArguments, match=rf"take {size} bytes as JSON, more than the limit of 100"):
+        tasks.add.enqueue("x" * 200, "y")
+    assert Job.objects.count() == 1
+
+
+def test_tuples_are_stored_as_lists():
+    result = tasks.add.enqueue((1, 2), [3])
+    assert Job.objects.get(pk=int(result.id)).args == [[1, 2], [3]]
+
+
+def test_unknown_queue_and_out_of_range_priority_are_refused():
+    with pytest.raises(InvalidTask, match="Queue 'nope' is not valid"):
+        tasks.add.using(queue_name="nope").enqueue(1, 2)
+    with pytest.raises(InvalidTask, match="priority must be a whole number between -100 and 100"):
+        tasks.add.using(priority=101).enqueue(1, 2)
+    assert not Job.objects.exists()
+
+
+@override_settings(USE_TZ=True)
+def test_naive_run_after_is_refused():
+    with pytest.raises(InvalidTask, match="run_after must be an aware datetime"):
+        tasks.add.using(run_after=timezone.now().replace(tzinfo=None)).enqueue(1, 2)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_inside_a_transaction_commits_or_rolls_back_with_it():
+    with pytest.raises(RuntimeError):
+        with transaction.atomic():
+            tasks.add.enqueue(1, 1)
+            raise RuntimeError("the caller's work failed")
+    assert not Job.objects.exists()
+
+    with transaction.atomic():
+        result = tasks.add.enqueue(2, 2)
+    assert Job.objects.filter(pk=int(result.id)).exists()
+
+
+def test_async_tasks_and_aenqueue_are_supported():
+    result = async_to_sync(tasks.async_add.aenqueue)(2, 3)
+    assert Job.objects.get(pk=int(result.id)).task_path == "demo.tasks.async_add"
+
+
+def test_get_result_reads_the_row_and_refresh_follows_it():
+    result = tasks.add.enqueue(1, 2)
+    Job.objects.filter(pk=int(result.id)).update(
+        status="SUCCESSFUL", return_value=3, finished_at=timezone.now()
+    )
+
+    result.refresh()
+
+    assert (result.status, result.return_value, result.is_finished) == ("SUCCESSFUL", 3, True)
+    assert tasks.add.get_result(result.id).return_value == 3
+    with pytest.raises(TaskResultDoesNotExist):
+        default_task_backend.get_result("999999999")
+    with pytest.raises(TaskResultDoesNotExist):
+        default_task_backend.get_result("not-a-number")
+
+
+def test_backend_features():
+    backend = task_backends["default"]
+    assert isinstance(backend, DatabaseBackend)
+    assert backend.supports_defer and backend.supports_async_task
+    assert backend.supports_get_result and backend.supports_priority
+
+
+@override_settings(TASKS=tasks_setting(LEASE_SECONDS=-1, BOGUS=1))
+def test_bad_options_are_a_check_error_and_block_enqueue():
+    messages = task_backends["default"].check()
+    assert [m.id for m in messages] == ["django_dbqueue.E003"]
+    assert messages[0].msg.startswith("Unknown django_dbqueue OPTIONS BOGUS; the known ones are")
+    with pytest.raises(ImproperlyConfigured, match="Unknown django_dbqueue OPTIONS BOGUS"):
+        tasks.add.enqueue(1, 2)
+
+
+@override_settings(TASKS=tasks_setting(LEASE_SECONDS="soon"))
+def test_option_types_are_checked():
+    assert (
+        task_backends["default"].check()[0].msg
+        == "OPTIONS LEASE_SECONDS must be a positive number, not 'soon'."
+    )
+
+
+def test_a_row_inserted_by_plain_sql_is_a_valid_job():
+    table = connection.ops.quote_name(Job._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {table} (task_path) VALUES (%s)", ["demo.tasks.noop"])
+
+    job = Job.objects.get()
+    assert (job.status, job.queue_name, job.priority, job.attempts, job.max_attempts) == (
+        "READY",
+        "default",
+        0,
+        0,
+        3,
+    )
+    assert (job.args, job.kwargs, job.errors, job.suspect) == ([], {}, [], False)
+    assert abs(job.run_after - timezone.now()) < timedelta(minutes=1)
+    assert [j.pk for j in Job.objects.claim("w")] == [job.pk]
+
+
+def test_the_stored_json_is_plain_json():
+    result = tasks.add.enqueue(1, b=[1, "two", None, True, 2.5])
+    table = connection.ops.quote_name(Job._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT kwargs FROM {table} WHERE id = %s", [int(result.id)])
+        (raw,) = cursor.fetchone()
+    stored = raw if isinstance(raw, dict) else json.loads(raw)
+    assert stored == {"b": [1, "two", None, True, 2.5]}

@@ -1,0 +1,98 @@
+"""System checks, each tested for its exact message, and runqueue's options."""
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from django_dbqueue.checks import check_binlog_format, check_skip_locked
+
+pytestmark = pytest.mark.django_db
+
+
+def test_no_skip_locked_error_on_the_test_database():
+    assert check_skip_locked(databases=["default"]) == []
+
+
+def test_checks_ignore_databases_they_were_not_asked_about():
+    assert check_skip_locked(databases=[]) == []
+    assert check_binlog_format(databases=None) == []
+
+
+def test_a_database_that_cannot_skip_locked_is_an_error(monkeypatch):
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite serialises claims instead; it is never reported")
+    # Simulates an old server (MySQL 5.7, MariaDB 10.5) on the real connection.
+    monkeypatch.setattr(connection.features, "has_select_for_update_skip_locked", False)
+
+    (error,) = check_skip_locked(databases=["default"])
+
+    assert error.id == "django_dbqueue.E001"
+    assert error.msg == (
+        f"The database 'default' ({connection.vendor} {connection.display_name}) cannot "
+        "SELECT ... FOR UPDATE SKIP LOCKED, which django_dbqueue's claim needs."
+    )
+    assert error.hint == "Use MySQL 8.0.1+, MariaDB 10.6+ or PostgreSQL 9.5+."
+
+
+@pytest.fixture
+def binlog_format():
+    if connection.vendor != "mysql":
+        pytest.skip("binlog_format is a MySQL/MariaDB setting")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT @@SESSION.binlog_format")
+        (saved,) = cursor.fetchone()
+
+    def set_format(value: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET SESSION binlog_format = '{value}'")
+
+    yield set_format
+    set_format(saved)
+
+
+@pytest.mark.parametrize("value", ["STATEMENT", "MIXED"])
+def test_statement_based_binlog_is_a_warning(binlog_format, value):
+    binlog_format(value)
+
+    (warning,) = check_binlog_format(databases=["default"])
+
+    assert warning.id == "django_dbqueue.W002"
+    assert warning.msg == (
+        f"The database 'default' has binlog_format={value}; statements that use SKIP LOCKED "
+        "are unsafe for statement-based replication."
+    )
+    assert "Set binlog_format=ROW" in warning.hint
+
+
+def test_row_based_binlog_is_fine(binlog_format):
+    binlog_format("ROW")
+    assert check_binlog_format(databases=["default"]) == []
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"processes": 0}, "--processes must be between 1 and 256, not 0."),
+        ({"processes": 1000}, "--processes must be between 1 and 256, not 1000."),
+        ({"batch": 0}, "--batch must be between 1 and 1000, not 0."),
+        ({"batch": 5000}, "--batch must be between 1 and 1000, not 5000."),
+        (
+            {"queues": ["default", "nope"]},
+            "Unknown queue 'nope' for backend 'default'; its QUEUES are default, email, slow.",
+        ),
+        ({"backend": "missing"}, "No task backend 'missing' in settings.TASKS"),
+    ],
+)
+def test_runqueue_refuses_options_out_of_range(options, message):
+    with pytest.raises(CommandError) as raised:
+        call_command("runqueue", **options)
+    assert str(raised.value).startswith(message)
+
+
+def test_runqueue_refuses_a_backend_that_is_not_ours(settings):
+    settings.TASKS = {
+        "default": settings.TASKS["default"],
+        "immediate": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"},
+    }
+    with pytest.raises(CommandError, match="is a ImmediateBackend; runqueue serves"):
+        call_command("runqueue", backend="immediate")

@@ -1,0 +1,210 @@
+"""The worker loop in-process: outcomes, retries, backoff, bad rows, signals."""
+
+import signal
+import time
+from datetime import timedelta
+
+import pytest
+from django.tasks import task_backends
+from django.tasks.signals import task_finished, task_started
+from django.test import override_settings
+from django.utils import timezone
+
+from demo import tasks
+from demo.models import Execution
+from django_dbqueue.models import Job
+from django_dbqueue.retry import retry_delay
+from django_dbqueue.worker import Worker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FAST_RETRIES = {
+    "default": {
+        "BACKEND": "django_dbqueue.backend.DatabaseBackend",
+        "QUEUES": ["default", "email", "slow"],
+        "OPTIONS": {"RETRY_BACKOFF_BASE": 0.05, "RETRY_BACKOFF_MAX": 0.2, "POLL_INTERVAL_MIN": 0.01},
+    }
+}
+
+
+@pytest.fixture(autouse=True)
+def restore_signal_handlers():
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def burst(batch: int = 20) -> Worker:
+    worker = Worker(task_backends["default"], ["default", "email", "slow"], batch=batch, burst=True)
+    assert worker.run() == 0
+    return worker
+
+
+def drain(timeout: float = 20.0) -> None:
+    """Burst runs until nothing is READY; retries wait out their backoff."""
+    deadline = time.monotonic() + timeout
+    while Job.objects.ready().exists():
+        assert time.monotonic() < deadline, "jobs were still READY"
+        burst()
+        time.sleep(0.05)
+
+
+def test_a_successful_job_records_its_return_value_and_times():
+    result = tasks.add.enqueue(2, 3)
+    before = timezone.now()
+
+    burst()
+
+    result.refresh()
+    job = Job.objects.get(pk=int(result.id))
+    assert (result.status, result.return_value) == ("SUCCESSFUL", 5)
+    assert (job.attempts, job.owner, job.lease_expires_at, job.errors) == (1, None, None, [])
+    assert before <= job.started_at <= job.finished_at <= timezone.now()
+    assert len(job.worker_ids) == 1 and result.attempts == 1
+
+
+def test_jobs_run_in_priority_order():
+    low = tasks.record.using(priority=-5).enqueue("low")
+    high = tasks.record.using(priority=50).enqueue("high")
+    mid = tasks.record.enqueue("mid")
+
+    burst(batch=1)
+
+    order = list(Execution.objects.order_by("pk").values_list("key", flat=True))
+    assert order == ["high", "mid", "low"]
+    assert {r.id for r in (low, high, mid)} == {str(pk) for pk in Job.objects.values_list("pk", flat=True)}
+
+
+def test_a_future_job_waits_and_burst_exits_without_it():
+    later = tasks.add.using(run_after=timezone.now() + timedelta(hours=1)).enqueue(1, 1)
+    now = tasks.add.enqueue(2, 2)
+
+    burst()
+
+    assert Job.objects.get(pk=int(later.id)).status == "READY"
+    assert Job.objects.get(pk=int(now.id)).status == "SUCCESSFUL"
+
+
+@override_settings(TASKS=FAST_RETRIES)
+def test_a_failing_job_is_retried_with_backoff_then_succeeds():
+    result = tasks.flaky.enqueue("f", failures=2)
+
+    failed_at = timezone.now()
+    burst(batch=1)  # first run fails; the retry waits out its backoff
+    job = Job.objects.get(pk=int(result.id))
+    assert (job.status, job.attempts, job.owner) == ("READY", 1, None)
+    assert failed_at + timedelta(seconds=0.025) <= job.run_after <= timezone.now() + timedelta(seconds=0.05)
+    assert job.errors[0]["exception_class_path"] == "builtins.RuntimeError"
+    assert "failing run 1 of 2 on purpose" in job.errors[0]["traceback"]
+
+    drain()
+
+    job.refresh_from_db()
+    assert (job.status, job.attempts, job.return_value, len(job.errors)) == ("SUCCESSFUL", 3, 3, 2)
+    assert Execution.objects.filter(key="f").count() == 3
+
+
+@override_settings(TASKS=FAST_RETRIES)
+def test_a_job_that_keeps_failing_ends_failed_after_max_attempts():
+    result = tasks.always_fails.enqueue("broken on purpose")
+
+    drain()
+
+    result.refresh()
+    job = Job.objects.get(pk=int(result.id))
+    assert (job.status, job.attempts, job.max_attempts) == ("FAILED", 2, 2)
+    assert [e.exception_class_path for e in result.errors] == ["builtins.ValueError"] * 2
+    assert "ValueError: broken on purpose" in result.errors[-1].traceback
+    assert job.finished_at is not None
+    with pytest.raises(ValueError, match="Task failed"):
+        result.return_value  # noqa: B018
+
+
+def test_retry_delay_grows_exponentially_with_jitter_and_a_cap():
+    for attempts in range(1, 8):
+        ceiling = min(60.0, 2.0 * 2 ** (attempts - 1))
+        delays = [retry_delay(attempts, 2.0, 60.0).total_seconds() for _ in range(200)]
+        assert all(ceiling / 2 <= d <= ceiling for d in delays)
+        assert len(set(delays)) > 100, "jitter spreads retries out"
+
+
+def test_bad_rows_fail_with_a_message_and_the_rest_of_the_batch_runs():
+    good_before = tasks.add.enqueue(1, 1)
+    bad = {
+        "nope.missing.task": ("The task path 'nope.missing.task' does not import", []),
+        "demo.tasks.not_a_task": ("names a function, not a task", []),
+        "demo.tasks.add": ("The job's arguments no longer fit demo.tasks.add(a: int, b: int)", [1, 2, 3]),
+    }
+    rows = {path: Job.objects.create(task_path=path, args=args) for path, (_, args) in bad.items()}
+    shape = Job.objects.create(task_path="demo.tasks.add", args={"a": 1})  # an object, not a list
+    good_after = tasks.add.enqueue(2, 2)
+
+    burst()
+
+    for path, (message, _) in bad.items():
+        row = Job.objects.get(pk=rows[path].pk)
+        assert (row.status, row.attempts) == ("FAILED", 1), path
+        assert row.errors[0]["exception_class_path"] == "django_dbqueue.exceptions.JobNotRunnable"
+        assert message in row.errors[0]["traceback"]
+    shape.refresh_from_db()
+    assert shape.status == "FAILED" and "must be a JSON list" in shape.errors[0]["traceback"]
+    for result in (good_before, good_after):
+        result.refresh()
+        assert result.status == "SUCCESSFUL"
+
+
+def test_a_return_value_that_is_not_json_fails_the_job_without_retry():
+    result = tasks.returns_object.enqueue()
+    burst()
+    job = Job.objects.get(pk=int(result.id))
+    assert (job.status, job.attempts) == ("FAILED", 1)
+    assert (
+        "The return value is a builtins.object, which cannot be stored as JSON" in job.errors[0]["traceback"]
+    )
+
+
+def test_context_async_and_keyword_arguments():
+    attempt = tasks.which_attempt.enqueue()
+    summed = tasks.async_add.enqueue(a=4, b=5)
+
+    burst()
+
+    attempt.refresh()
+    summed.refresh()
+    assert (attempt.return_value, summed.return_value) == (1, 9)
+
+
+def test_task_started_and_finished_signals_are_sent_for_each_job():
+    seen = []
+
+    def on_started(sender, task_result, **kwargs):
+        seen.append(("started", task_result.id, task_result.status))
+
+    def on_finished(sender, task_result, **kwargs):
+        seen.append(("finished", task_result.id, task_result.status))
+
+    task_started.connect(on_started)
+    task_finished.connect(on_finished)
+    try:
+        ok = tasks.add.enqueue(1, 2)
+        bad = tasks.always_fails.enqueue("x")
+        burst()
+    finally:
+        task_started.disconnect(on_started)
+        task_finished.disconnect(on_finished)
+
+    assert ("started", ok.id, "RUNNING") in seen
+    assert ("finished", ok.id, "SUCCESSFUL") in seen
+    assert ("started", bad.id, "RUNNING") in seen
+    assert ("finished", bad.id, "READY") in seen, "a failure with attempts left is READY again"
+
+
+def test_the_worker_registers_itself_and_leaves_no_claims_behind():
+    tasks.add.enqueue(1, 1)
+    worker = burst()
+    assert worker.processed == 1
+    assert not Job.objects.running().exists()
+    from django_dbqueue.models import Worker as WorkerRow
+
+    assert not WorkerRow.objects.filter(name=worker.name).exists(), "unregistered at exit"
