@@ -58,7 +58,6 @@ class ModerationAdminMixin:
     claim_lease = DEFAULT_REVIEW_LEASE
     # What "done" writes to each row besides letting go of it.
     claim_done_changes: dict[str, Any] = {}
-    done_description = "Done: finish my review of the selected items"
 
     def claim_owner(self, request: HttpRequest) -> str:
         return request.user.get_username()
@@ -72,13 +71,6 @@ class ModerationAdminMixin:
 
     def get_list_display(self, request: HttpRequest) -> list:
         return [*super().get_list_display(request), "claim_state"]
-
-    def get_actions(self, request: HttpRequest) -> dict:
-        actions = super().get_actions(request)
-        if "done" in actions:
-            func, name, _ = actions["done"]
-            actions["done"] = (func, name, self.done_description)
-        return actions
 
     @admin.display(description="claimed by")
     def claim_state(self, obj: Any) -> SafeString | str:
@@ -137,7 +129,8 @@ class ModerationAdminMixin:
         total = queryset.count()
         self._report(request, "Released", queryset.release(self.claim_owner(request)), total)
 
-    @admin.action(description="Done", permissions=["change"])
+    # Subclasses may re-declare it with their own wording and call super().
+    @admin.action(description="Done: finish my review of the selected items", permissions=["change"])
     def done(self, request: HttpRequest, queryset: QuerySet) -> None:
         total = queryset.count()
         changed = queryset.done(self.claim_owner(request), **self.claim_done_changes)

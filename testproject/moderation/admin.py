@@ -12,10 +12,13 @@ class PostAdmin(ModerationAdminMixin, admin.ModelAdmin):
     ordering = ("id",)
     actions = ("done", "mark_spam", "release")
     claim_done_changes = {"status": Post.Status.APPROVED}
-    done_description = "Approve (done with the selected posts)"
 
     def claimable_queryset(self, request):
         return super().claimable_queryset(request).pending()
+
+    @admin.action(description="Approve (done with the selected posts)", permissions=["change"])
+    def done(self, request, queryset) -> None:
+        super().done(request, queryset)
 
     @admin.display(description="body")
     def short_body(self, post: Post) -> str:
