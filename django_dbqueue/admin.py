@@ -26,11 +26,11 @@ class JobAdmin(JobActions, admin.ModelAdmin):
     list_display = (
         "id",
         "task_path",
-        "queue_name",
+        "queue",
         "status_badge",
         "priority",
         "attempts_of_max",
-        "run_after",
+        "due",
         "owner",
         "age",
     )
@@ -76,6 +76,10 @@ class JobAdmin(JobActions, admin.ModelAdmin):
 
     # -- columns and detail fields ------------------------------------------
 
+    @admin.display(description="queue")
+    def queue(self, job: Job) -> str:
+        return job.queue_name
+
     @admin.display(description="status")
     def status_badge(self, job: Job) -> SafeString:
         return show.status_badge(job.status)
@@ -83,6 +87,10 @@ class JobAdmin(JobActions, admin.ModelAdmin):
     @admin.display(description="attempts")
     def attempts_of_max(self, job: Job) -> str:
         return f"{job.attempts} / {job.max_attempts}"
+
+    @admin.display(description="run after")
+    def due(self, job: Job) -> str:
+        return show.timestamp(job.run_after)
 
     @admin.display(description="age", ordering="id")
     def age(self, job: Job) -> str:

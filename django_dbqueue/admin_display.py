@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
+from django.utils.timezone import localtime
 
 if TYPE_CHECKING:
     from .models import Job
@@ -30,6 +31,11 @@ def pretty_json(value: Any) -> SafeString:
 
 def age(since: datetime | None) -> str:
     return timesince(since, depth=1) if since else "-"
+
+
+def timestamp(value: datetime | None) -> str:
+    # Compact and sortable by eye; Django's default long format wraps columns.
+    return f"{localtime(value):%Y-%m-%d %H:%M:%S}" if value else "-"
 
 
 def errors_html(errors: Any) -> SafeString:

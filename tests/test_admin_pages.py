@@ -30,7 +30,7 @@ def test_changelist_columns_badges_and_newest_first(admin_client):
     assert "2 / 3" in html
     headers = [str(h["text"]).lower() for h in page.context["result_headers"][1:]]  # [0]: the checkbox
     assert headers == [
-        *("id", "task path", "queue name", "status", "priority"),
+        *("id", "task path", "queue", "status", "priority"),
         *("attempts", "run after", "owner", "age"),
     ]
 
