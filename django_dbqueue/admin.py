@@ -38,7 +38,7 @@ class JobAdmin(JobActions, admin.ModelAdmin):
     list_filter = ("status", "queue_name", "task_path")
     # Searching is get_search_results(); these only make the admin draw the box.
     search_fields = ("=id", "task_path", "args", "kwargs")
-    search_help_text = "Search by job id, task path or argument text."
+    search_help_text = "A number finds the job with that id; other text searches task paths and arguments."
     # Newest first, and no other sort: each filter has an index ending in id,
     # any other order would sort every matching row.
     ordering = ("-id",)
@@ -124,9 +124,11 @@ class JobAdmin(JobActions, admin.ModelAdmin):
         term = search_term.strip()
         if not term:
             return queryset, False
-        match = Q(task_path__icontains=term) | Q(args__icontains=term) | Q(kwargs__icontains=term)
+        # An id is a primary key lookup; text has no index to use and reads
+        # the whole table, about a second per million jobs on MariaDB.
         if term.isdigit():
-            match |= Q(pk=int(term))
+            return queryset.filter(pk=int(term)), False
+        match = Q(task_path__icontains=term) | Q(args__icontains=term) | Q(kwargs__icontains=term)
         return queryset.filter(match), False
 
     # -- permissions: jobs come from enqueue() and change only by actions ---

@@ -67,7 +67,8 @@ def estimate_query_rows(queryset: QuerySet) -> int | None:
             cursor.execute("EXPLAIN " + sql, params)
             names = [column[0].lower() for column in cursor.description]
             first = dict(zip(names, cursor.fetchone(), strict=True))
-            return int((first.get("rows") or 0) * float(first.get("filtered") or 100) / 100)
+            # MariaDB reports these as text.
+            return int(float(first.get("rows") or 0) * float(first.get("filtered") or 100) / 100)
         if connection.vendor == "postgresql":
             cursor.execute("EXPLAIN (FORMAT JSON) " + sql, params)
             plan = cursor.fetchone()[0]

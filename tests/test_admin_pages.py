@@ -61,7 +61,7 @@ def test_search_finds_by_id_task_path_and_argument_text(admin_client):
     assert found("needle-in") == {by_args.pk}
     assert found("someone@example") == {by_kwargs.pk}
     assert found("send_welcome") == {by_path.pk}
-    assert by_path.pk in found(str(by_path.pk))
+    assert found(str(by_path.pk)) == {by_path.pk}, "a number is an id"
 
 
 def test_changelist_never_counts_the_whole_table(admin_client):
@@ -187,3 +187,19 @@ def test_queue_stats_takes_any_queryset():
     job(queue_name="b")
 
     assert [q.name for q in queue_stats(Job.objects.filter(queue_name="b"))] == ["b"]
+
+
+def test_past_the_cap_the_count_is_the_databases_estimate_and_says_so(admin_client, monkeypatch):
+    from django_dbqueue import paginator
+
+    monkeypatch.setattr(paginator, "CAP", 3)
+    Job.objects.bulk_create([Job(task_path="demo.tasks.noop", status="FAILED") for _ in range(8)])
+    job()
+
+    few = admin_client.get(CHANGELIST + "?status__exact=READY")
+    many = admin_client.get(CHANGELIST + "?status__exact=FAILED")
+
+    assert (few.context["cl"].result_count, few.context["cl"].paginator.estimated) == (1, False)
+    assert many.context["cl"].paginator.estimated is True
+    assert many.context["cl"].result_count >= 4
+    assert b"about " in many.content and b"about " not in few.content
