@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_dbqueue",
     "demo",
+    "moderation",
 ]
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

@@ -1,0 +1,205 @@
+"""The changelist, the job detail page and the dashboard, through the test client."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from django_dbqueue.admin_display import timeline
+from django_dbqueue.dashboard import queue_stats
+from django_dbqueue.models import Job, Worker
+from tests.admin_helpers import CHANGELIST, DASHBOARD, job
+
+pytestmark = pytest.mark.django_db
+
+HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+
+
+def test_changelist_columns_badges_and_newest_first(admin_client):
+    old = job(status="FAILED", attempts=2, max_attempts=3, queue_name="email")
+    new = job(task_path="demo.tasks.noop", priority=7)
+
+    page = admin_client.get(CHANGELIST)
+
+    assert [j.pk for j in page.context["cl"].result_list] == [new.pk, old.pk]
+    html = page.content.decode()
+    assert '<span class="dbqueue-badge dbqueue-failed">FAILED</span>' in html
+    assert '<span class="dbqueue-badge dbqueue-ready">READY</span>' in html
+    assert "2 / 3" in html
+    headers = [str(h["text"]).lower() for h in page.context["result_headers"][1:]]  # [0]: the checkbox
+    assert headers == [
+        *("id", "task path", "queue", "status", "priority"),
+        *("attempts", "run after", "owner", "age"),
+    ]
+
+
+def test_changelist_filters_by_status_queue_and_task(admin_client):
+    failed = job(status="FAILED", queue_name="email")
+    job(status="FAILED", queue_name="default", task_path="demo.tasks.noop")
+    job(queue_name="email")
+
+    def listed(query: str) -> set[int]:
+        return {j.pk for j in admin_client.get(CHANGELIST + query).context["cl"].result_list}
+
+    assert listed("?status__exact=FAILED&queue_name=email") == {failed.pk}
+    assert len(listed("?task_path=demo.tasks.noop")) == 1
+    filters = admin_client.get(CHANGELIST).context["cl"].filter_specs
+    assert [f.title for f in filters] == ["status", "queue name", "task path"]
+
+
+def test_search_finds_by_id_task_path_and_argument_text(admin_client):
+    by_args = job(args=["needle-in-args"])
+    by_kwargs = job(kwargs={"email": "Someone@Example.org"})
+    by_path = job(task_path="demo.tasks.send_welcome")
+    job(args=[1, 2])
+
+    def found(term: str) -> set[int]:
+        return {j.pk for j in admin_client.get(CHANGELIST, {"q": term}).context["cl"].result_list}
+
+    assert found("needle-in") == {by_args.pk}
+    assert found("someone@example") == {by_kwargs.pk}
+    assert found("send_welcome") == {by_path.pk}
+    assert found(str(by_path.pk)) == {by_path.pk}, "a number is an id"
+
+
+def test_changelist_never_counts_the_whole_table(admin_client):
+    job(status="FAILED")
+
+    with CaptureQueriesContext(connection) as queries:
+        admin_client.get(CHANGELIST)
+        admin_client.get(CHANGELIST + "?status__exact=FAILED")
+
+    counts = [q["sql"] for q in queries if "COUNT(" in q["sql"].upper()]
+    # One capped count per page: COUNT over a sub-select with a LIMIT.
+    assert len(counts) == 2
+    assert all("LIMIT" in sql.upper() for sql in counts), counts
+
+
+def test_detail_page_shows_pretty_arguments_errors_and_timeline(admin_client):
+    now = timezone.now()
+    failed = job(
+        args=[1, {"nested": [2, 3]}],
+        kwargs={"who": "ada"},
+        status="FAILED",
+        attempts=2,
+        enqueued_at=now - timedelta(minutes=5),
+        started_at=now - timedelta(minutes=4),
+        last_attempted_at=now - timedelta(minutes=2),
+        finished_at=now - timedelta(minutes=1),
+        errors=[
+            error("builtins.ValueError", "Traceback: first", now - timedelta(minutes=3), "w1"),
+            error("builtins.KeyError", "Traceback: second", now - timedelta(minutes=1), "w2"),
+        ],
+    )
+
+    page = admin_client.get(f"{CHANGELIST}{failed.pk}/change/")
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "&quot;nested&quot;: [\n      2," in html, "arguments are indented JSON"
+    assert "builtins.ValueError" in html and "Traceback: second" in html and "on w2" in html
+    events = [event.what for event in timeline(failed)]
+    assert events == [
+        "Enqueued",
+        "Started (first attempt)",
+        "Attempt 1 failed with ValueError",
+        "Attempt 2 started",
+        "Attempt 2 failed with KeyError",
+        "Finished: FAILED",
+    ]
+    for what in events:
+        assert what in html
+    assert 'name="_save"' not in html, "the detail page is read-only"
+
+
+def error(path: str, traceback: str, at, worker: str) -> dict:
+    return {"exception_class_path": path, "traceback": traceback, "at": at.isoformat(), "worker": worker}
+
+
+def test_everything_a_job_carries_is_escaped(admin_client):
+    hostile = job(
+        task_path=HOSTILE,
+        queue_name="<b>q</b>",
+        args=[HOSTILE],
+        kwargs={HOSTILE: HOSTILE},
+        owner=HOSTILE,
+        return_value=HOSTILE,
+        status="FAILED",
+        errors=[{"exception_class_path": HOSTILE, "traceback": HOSTILE, "at": HOSTILE, "worker": HOSTILE}],
+    )
+
+    for url in [CHANGELIST, f"{CHANGELIST}{hostile.pk}/change/", DASHBOARD, f"{CHANGELIST}?q=script"]:
+        html = admin_client.get(url).content.decode()
+        assert "<script>alert" not in html, url
+        assert "<img src=x" not in html, url
+        assert "<b>q</b>" not in html, url
+    detail = admin_client.get(f"{CHANGELIST}{hostile.pk}/change/").content.decode()
+    assert "&lt;script&gt;alert(" in detail
+
+
+def test_dashboard_counts_lag_throughput_and_live_workers(admin_client):
+    now = timezone.now()
+    for _ in range(3):
+        job(queue_name="email", run_after=now - timedelta(minutes=10))
+    job(queue_name="email", run_after=now + timedelta(hours=1))  # not due: no lag
+    job(queue_name="email", status="RUNNING", owner="w1")
+    for minutes_ago in (0, 0, 5, 90):
+        job(status="SUCCESSFUL", finished_at=now - timedelta(minutes=minutes_ago, seconds=1))
+    job(status="FAILED", finished_at=now - timedelta(minutes=5, seconds=1))
+    Worker.objects.create(name="alive-1", host="web-7", pid=4242, queues=["email"])
+    Worker.objects.create(name="gone-1", host="old", pid=1, last_seen_at=now - timedelta(hours=1))
+
+    page = admin_client.get(DASHBOARD)
+
+    assert page.status_code == 200
+    assert [q.name for q in page.context["queues"]] == ["default", "email"]
+    stats = {q.name: q for q in page.context["queues"]}
+    assert stats["email"].counts == {"READY": 4, "RUNNING": 1}
+    assert stats["default"].counts == {"SUCCESSFUL": 4, "FAILED": 1}
+    assert timedelta(minutes=10) <= stats["email"].lag < timedelta(minutes=11)
+    assert stats["default"].lag is None
+    assert stats["default"].finished_last_hour == 4, "the job finished 90 minutes ago is outside the hour"
+    # Bars are whole UTC minutes, so "now" may fall in the next one: look for
+    # two bars of 2, five minutes apart, ending in the last one or two minutes.
+    bars = {i: n for i, n in enumerate(stats["default"].per_minute) if n}
+    last = max(bars)
+    assert bars == {last - 5: 2, last: 2} and last >= 58
+    assert page.context["total"].counts["READY"] == 4
+    assert [w.name for w in page.context["workers"]] == ["alive-1"]
+    html = page.content.decode()
+    assert "web-7" in html and "4242" in html and "gone-1" not in html
+    assert html.count('<svg class="dbqueue-chart"') == 3, "one chart per queue and one for the total"
+    assert f"<title>2 finished {59 - last} min ago</title>" in html
+    assert "cdn" not in html.lower() and "https://" not in html
+
+
+def test_dashboard_is_linked_from_the_admin_index_and_the_changelist(admin_client, client):
+    index = admin_client.get("/admin/").content.decode()
+    assert 'href="/admin/django_dbqueue/dashboard/"' in index
+    assert admin_client.get("/admin/django_dbqueue/dashboard/")["Location"] == DASHBOARD
+    assert f'href="{DASHBOARD}"' in admin_client.get(CHANGELIST).content.decode()
+
+
+def test_queue_stats_takes_any_queryset():
+    job(queue_name="a")
+    job(queue_name="b")
+
+    assert [q.name for q in queue_stats(Job.objects.filter(queue_name="b"))] == ["b"]
+
+
+def test_past_the_cap_the_count_is_the_databases_estimate_and_says_so(admin_client, monkeypatch):
+    from django_dbqueue import paginator
+
+    monkeypatch.setattr(paginator, "CAP", 3)
+    Job.objects.bulk_create([Job(task_path="demo.tasks.noop", status="FAILED") for _ in range(8)])
+    job()
+
+    few = admin_client.get(CHANGELIST + "?status__exact=READY")
+    many = admin_client.get(CHANGELIST + "?status__exact=FAILED")
+
+    assert (few.context["cl"].result_count, few.context["cl"].paginator.estimated) == (1, False)
+    assert many.context["cl"].paginator.estimated is True
+    assert many.context["cl"].result_count >= 4
+    assert b"about " in many.content and b"about " not in few.content
