@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.utils import timezone
-from moderation.models import Post
 
 from django_dbqueue.models import Job, Worker
+from moderation.models import Post
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls the
 # tests make between page steps are ordinary blocking calls all the same.

@@ -7,8 +7,8 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.db import close_old_connections
 from django.utils import timezone
-from moderation.models import Post
 
+from moderation.models import Post
 from tests.conftest import needs_row_locks
 
 pytestmark = pytest.mark.django_db
