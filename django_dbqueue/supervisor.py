@@ -29,15 +29,30 @@ class Slot:
     restart_at: float = 0.0
     restart_delay: float = 1.0
     started_at: float = field(default_factory=time.monotonic)
+    processed_at_start: int = 0
 
 
 def _child_main(
-    alias: str, queues: list[str], batch: int, burst: bool, counters: Any, slot: int, stop: Any
+    alias: str,
+    queues: list[str],
+    batch: int,
+    burst: bool,
+    counters: Any,
+    slot: int,
+    stop: Any,
+    deadlines: Any,
 ) -> None:
     from .worker import Worker
 
     code = Worker(
-        task_backends[alias], queues, batch=batch, burst=burst, counters=counters, slot=slot, stop_event=stop
+        task_backends[alias],
+        queues,
+        batch=batch,
+        burst=burst,
+        counters=counters,
+        slot=slot,
+        stop_event=stop,
+        deadlines=deadlines,
     ).run()
     sys.exit(code)
 
@@ -49,6 +64,8 @@ class Supervisor:
         # fork: children inherit the configured Django; no re-import of settings.
         self.context = multiprocessing.get_context("fork")
         self.counters = self.context.Array("q", 2 * processes, lock=False)
+        # Each worker's hard deadline for the job in hand (0: none); see timeouts.py.
+        self.deadlines = self.context.Array("d", processes, lock=False)
         self.stop_event = self.context.Event()
         self.slots = [Slot(index=i) for i in range(processes)]
         self.signals = 0
@@ -63,6 +80,7 @@ class Supervisor:
         status = _StatusLine(self)
         while not self._all_exited():
             time.sleep(TICK)
+            self._kill_overdue()
             self._reap()
             status.maybe_log()
         status.summary()
@@ -91,11 +109,29 @@ class Supervisor:
                 self.counters,
                 slot.index,
                 self.stop_event,
+                self.deadlines,
             ),
             name=f"runqueue-worker-{slot.index}",
         )
+        self.deadlines[slot.index] = 0.0
         slot.process.start()
         slot.started_at = time.monotonic()
+        slot.processed_at_start = self.counters[2 * slot.index]
+
+    def _kill_overdue(self) -> None:
+        """Kill a worker whose job ignored its timeout's alarm: it is stuck in
+        a C call, where no thread of its own process can interrupt it."""
+        now = time.monotonic()
+        for slot in self.slots:
+            deadline = self.deadlines[slot.index]
+            if deadline and now > deadline and slot.process.is_alive():
+                logger.error(
+                    "Worker process %d is stuck in a job past its timeout and did not react "
+                    "to the alarm; killing it (its job returns as a dead worker's does).",
+                    slot.process.pid,
+                )
+                self.deadlines[slot.index] = 0.0
+                os.kill(slot.process.pid, signal.SIGKILL)
 
     def _reap(self) -> None:
         now = time.monotonic()
@@ -110,8 +146,11 @@ class Supervisor:
                 slot.done = True
                 continue
             if not slot.restart_at:
-                # Back off if it keeps dying young, so a crash loop does not spin.
-                young = now - slot.started_at < 10
+                # Back off if it keeps dying young without getting anything
+                # done, so a crash loop does not spin; one killed from outside
+                # after doing work is simply replaced.
+                progressed = self.counters[2 * slot.index] > slot.processed_at_start
+                young = now - slot.started_at < 10 and not progressed
                 slot.restart_delay = min(slot.restart_delay * 2, MAX_RESTART_DELAY) if young else 1.0
                 slot.restart_at = now + (slot.restart_delay if young else 0)
                 logger.error(
