@@ -68,7 +68,9 @@ class Outage:
         self.max_delay = max_delay
         self.lock = threading.Lock()
         self.since: float | None = None
-        self.back_at: float | None = None
+        # A process that just started cannot know whose leases ran out while
+        # the database (or this host) was away: its start counts as a return.
+        self.back_at: float | None = time.monotonic()
         self.failures = 0
 
     def lost(self, exc: BaseException) -> float:

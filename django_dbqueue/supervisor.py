@@ -32,6 +32,31 @@ class Slot:
     processed_at_start: int = 0
 
 
+class StopFlag:
+    """A stop request shared with the children, with an Event's ``set`` and
+    ``wait``. Not a multiprocessing Event: its condition variable counts
+    waiters in semaphores, and a worker SIGKILLed while waiting never
+    acknowledges, so the supervisor's next ``set()`` hung for ever (the
+    chaos run found it). A raw shared byte has no lock to leave held."""
+
+    POLL = 0.1
+
+    def __init__(self, context: Any) -> None:
+        self.flag = context.RawValue("b", 0)
+
+    def set(self) -> None:
+        self.flag.value = 1
+
+    def is_set(self) -> bool:
+        return bool(self.flag.value)
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self.flag.value and time.monotonic() < deadline:
+            time.sleep(self.POLL)
+        return self.is_set()
+
+
 def _child_main(
     alias: str,
     queues: list[str],
@@ -66,7 +91,7 @@ class Supervisor:
         self.counters = self.context.Array("q", 2 * processes, lock=False)
         # Each worker's hard deadline for the job in hand (0: none); see timeouts.py.
         self.deadlines = self.context.Array("d", processes, lock=False)
-        self.stop_event = self.context.Event()
+        self.stop_event = StopFlag(self.context)
         self.slots = [Slot(index=i) for i in range(processes)]
         self.signals = 0
         self.started = time.monotonic()
