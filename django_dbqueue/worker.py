@@ -91,6 +91,8 @@ class Worker:
         finally:
             self._give_back()
             heartbeat.stop()
+            dbfaults.watch(None)
+            timeouts.publish_to(None, 0)
             connections.close_all()
         logger.info("Worker %s stopped after %d jobs (%d failed).", self.name, self.processed, self.failed)
         return code
