@@ -171,7 +171,7 @@ def test_a_row_written_by_hand_fails_clearly_or_runs(task_path, columns, message
 
 
 def test_a_suspect_row_with_junk_bookkeeping_is_still_claimed():
-    job = hand_written("demo.tasks.add", args=[2, 2], worker_ids=None, errors={"x": 1}, suspect=1)
+    job = hand_written("demo.tasks.add", args=[2, 2], worker_ids=None, errors={"x": 1}, suspect=True)
     job = run_claimed(job)
     assert (job.status, job.return_value, job.attempts) == ("SUCCESSFUL", 4, 1)
 
