@@ -18,14 +18,17 @@ from django.utils.module_loading import import_string
 from .options import QueueOptions
 from .payload import encode_arguments
 from .retry import retry_on_conflict
+from .validation import task_module_allowed, validate_fields
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DatabaseTask(Task):
-    """A django.tasks Task that also takes ``max_attempts``:
-    ``@task(max_attempts=5)``. ``None`` means the backend's MAX_ATTEMPTS."""
+    """A django.tasks Task that also takes ``max_attempts`` and ``timeout``
+    (seconds): ``@task(max_attempts=5, timeout=30)``. ``None`` means the
+    backend's MAX_ATTEMPTS and JOB_TIMEOUT."""
 
     max_attempts: int | None = None
+    timeout: float | None = None
 
 
 class DatabaseBackend(BaseTaskBackend):
@@ -50,12 +53,15 @@ class DatabaseBackend(BaseTaskBackend):
         return self.config.DATABASE
 
     def validate_task(self, task: Task) -> None:
+        # Checked first so that a wrong type gets a message, not a TypeError.
+        validate_fields(task, self.queues)
         super().validate_task(task)
-        max_attempts = getattr(task, "max_attempts", None)
-        if max_attempts is not None and (
-            isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
-        ):
-            raise InvalidTask(f"max_attempts must be a whole number of at least 1, not {max_attempts!r}.")
+        if not task_module_allowed(task.func.__module__, self.config.ALLOWED_TASK_MODULES):
+            raise InvalidTask(
+                f"The task {task.module_path} is defined in {task.func.__module__}, which is not "
+                "the module of an installed app nor in OPTIONS ALLOWED_TASK_MODULES, so no "
+                "worker would run it."
+            )
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         """Insert the job. Inside the caller's transaction it commits or rolls
@@ -132,9 +138,19 @@ class DatabaseBackend(BaseTaskBackend):
         return messages
 
 
-def load_task(task_path: str) -> Task:
+def load_task(task_path: str, allowed: tuple[str, ...] | None = None) -> Task:
     """Resolve a stored task path to a django.tasks Task, and nothing else:
-    a row written by hand must not make a worker call an arbitrary function."""
+    a row written by hand must not make a worker call an arbitrary function,
+    nor import an arbitrary module (importing runs code). ``allowed``: the
+    backend's ALLOWED_TASK_MODULES (default: the default backend's)."""
+    if allowed is None:
+        allowed = _default_allowed()
+    module = task_path.rpartition(".")[0]
+    if not task_module_allowed(module, allowed):
+        raise LookupError(
+            f"The task path {task_path!r} is outside every installed app and OPTIONS "
+            "ALLOWED_TASK_MODULES, so it is not imported or run."
+        )
     try:
         task = import_string(task_path)
     except ImportError as exc:
@@ -144,4 +160,22 @@ def load_task(task_path: str) -> Task:
             f"The task path {task_path!r} names a {type(task).__name__}, not a "
             "task; only functions decorated with @task can be run from the queue."
         )
+    # A task defined elsewhere and imported into an app module is refused too.
+    if not task_module_allowed(task.func.__module__, allowed):
+        raise LookupError(
+            f"The task path {task_path!r} names a task defined in {task.func.__module__}, "
+            "outside every installed app and OPTIONS ALLOWED_TASK_MODULES."
+        )
     return task
+
+
+def _default_allowed() -> tuple[str, ...]:
+    """Every database backend's ALLOWED_TASK_MODULES: a worker resolving a
+    row does not know which backend enqueued it."""
+    from django.tasks import task_backends
+
+    allowed: list[str] = []
+    for backend in task_backends.all():
+        if isinstance(backend, DatabaseBackend):
+            allowed.extend(backend.config.ALLOWED_TASK_MODULES)
+    return tuple(allowed)

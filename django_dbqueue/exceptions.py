@@ -12,3 +12,7 @@ class WorkerLost(Exception):
 class JobNotRunnable(Exception):
     """A job row that cannot be run as it stands: its task path does not name
     a task, or its arguments no longer fit the function. Retrying cannot help."""
+
+
+class JobTimeout(Exception):
+    """Raised in a job that ran past its ``timeout``; it counts as a failed attempt."""

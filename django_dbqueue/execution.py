@@ -15,9 +15,11 @@ from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
 
 from .backend import load_task
+from .dbfaults import persist
 from .exceptions import InvalidTaskArguments, JobNotRunnable
 from .payload import check_return_value
 from .retry import retry_delay, retry_on_conflict
+from .timeouts import time_limit
 
 if TYPE_CHECKING:
     from .backend import DatabaseBackend
@@ -43,10 +45,11 @@ def run_job(backend: DatabaseBackend, job: Job, owner: str) -> Outcome:
     result = backend.to_result(_started_view(job, started), task)
     task_started.send(type(backend), task_result=result)
     try:
-        if task.takes_context:
-            value = task.call(TaskContext(task_result=result), *job.args, **job.kwargs)
-        else:
-            value = task.call(*job.args, **job.kwargs)
+        with time_limit(getattr(task, "timeout", None) or backend.config.JOB_TIMEOUT):
+            if task.takes_context:
+                value = task.call(TaskContext(task_result=result), *job.args, **job.kwargs)
+            else:
+                value = task.call(*job.args, **job.kwargs)
     except Exception as exc:
         outcome = _record_failure(backend, job, owner, started, exc, final=False)
         _send_finished(backend, job, task)
@@ -147,7 +150,10 @@ def _record(
     if run_after is not None:
         changes["run_after"] = run_after
     rows = Job.objects.using(backend.database).filter(pk=job.pk, owner=owner, status="RUNNING")
-    updated = retry_on_conflict(lambda: rows.update(**changes), backend.database)
+    # persist(): through a database outage, keep the outcome and retry it.
+    updated = persist(
+        lambda: retry_on_conflict(lambda: rows.update(**changes), backend.database), backend.database
+    )
     for name, value in changes.items():
         setattr(job, name, value)
     if not updated:

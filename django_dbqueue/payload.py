@@ -57,3 +57,9 @@ def _describe(value: Any) -> str:
 def check_return_value(value: Any) -> Any:
     """The return value as stored, or :class:`InvalidTaskArguments` if it is not JSON."""
     return _plain(value, "The return value")
+
+
+def as_list(value: Any) -> list:
+    """A JSON column that should hold a list, as one: a row written by hand
+    may hold anything there, and appending to it must not crash a worker."""
+    return value if isinstance(value, list) else []

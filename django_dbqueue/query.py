@@ -13,6 +13,7 @@ from django.db import connections, models, transaction
 from django.db.models import Case, F, When
 from django.utils import timezone
 
+from .payload import as_list
 from .retry import retry_on_conflict
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ class JobQuerySet(models.QuerySet):
                     attempts=job.attempts + 1,
                     started_at=job.started_at or now,
                     last_attempted_at=now,
-                    worker_ids=[*job.worker_ids, owner],
+                    worker_ids=[*as_list(job.worker_ids), owner],
                 )
             rows.filter(pk__in=[job.pk for job in batch]).update(**changes)
         for job in batch:
@@ -137,7 +138,7 @@ class JobQuerySet(models.QuerySet):
             for job in expired.select_for_update(skip_locked=True).order_by("pk")[:limit]:
                 if job.suspect:
                     # It ran alone and its worker died: that attempt failed.
-                    job.errors = [*job.errors, worker_lost_error(job, now)]
+                    job.errors = [*as_list(job.errors), worker_lost_error(job, now)]
                     if job.attempts >= job.max_attempts:
                         job.status, job.finished_at = FAILED, now
                         failed += 1

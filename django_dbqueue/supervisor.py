@@ -29,30 +29,57 @@ class Slot:
     restart_at: float = 0.0
     restart_delay: float = 1.0
     started_at: float = field(default_factory=time.monotonic)
+    processed_at_start: int = 0
+
+
+class StopFlag:
+    """A stop request shared with the children, with an Event's ``set`` and
+    ``wait``. Not a multiprocessing Event: its condition variable counts
+    waiters in semaphores, and a worker SIGKILLed while waiting never
+    acknowledges, so the supervisor's next ``set()`` hung for ever (the
+    chaos run found it). A raw shared byte has no lock to leave held."""
+
+    POLL = 0.1
+
+    def __init__(self, context: Any) -> None:
+        self.flag = context.RawValue("b", 0)
+
+    def set(self) -> None:
+        self.flag.value = 1
+
+    def is_set(self) -> bool:
+        return bool(self.flag.value)
+
+    def wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not self.flag.value and time.monotonic() < deadline:
+            time.sleep(self.POLL)
+        return self.is_set()
 
 
 def _child_main(
-    alias: str, queues: list[str], batch: int, burst: bool, counters: Any, slot: int, stop: Any
+    alias: str,
+    queues: list[str],
+    batch: int,
+    burst: bool,
+    counters: Any,
+    slot: int,
+    stop: Any,
+    deadlines: Any,
 ) -> None:
     from .worker import Worker
 
     code = Worker(
-        task_backends[alias], queues, batch=batch, burst=burst, counters=counters, slot=slot, stop_event=stop
+        task_backends[alias],
+        queues,
+        batch=batch,
+        burst=burst,
+        counters=counters,
+        slot=slot,
+        stop_event=stop,
+        deadlines=deadlines,
     ).run()
     sys.exit(code)
-
-
-class StopFlag:
-    """A graceful-stop request shared with the children through shared memory."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def set(self) -> None:
-        self.value.value = 1
-
-    def is_set(self) -> bool:
-        return bool(self.value.value)
 
 
 class Supervisor:
@@ -62,9 +89,9 @@ class Supervisor:
         # fork: children inherit the configured Django; no re-import of settings.
         self.context = multiprocessing.get_context("fork")
         self.counters = self.context.Array("q", 2 * processes, lock=False)
-        # A lock-free flag, not an Event: a child SIGKILLed while inside the
-        # Event's internal lock would leave it held, and set() would hang.
-        self.stop_event = StopFlag(self.context.RawValue("b", 0))
+        # Each worker's hard deadline for the job in hand (0: none); see timeouts.py.
+        self.deadlines = self.context.Array("d", processes, lock=False)
+        self.stop_event = StopFlag(self.context)
         self.slots = [Slot(index=i) for i in range(processes)]
         self.signals = 0
         self.started = time.monotonic()
@@ -78,6 +105,7 @@ class Supervisor:
         status = _StatusLine(self)
         while not self._all_exited():
             time.sleep(TICK)
+            self._kill_overdue()
             self._reap()
             status.maybe_log()
         status.summary()
@@ -106,11 +134,29 @@ class Supervisor:
                 self.counters,
                 slot.index,
                 self.stop_event,
+                self.deadlines,
             ),
             name=f"runqueue-worker-{slot.index}",
         )
+        self.deadlines[slot.index] = 0.0
         slot.process.start()
         slot.started_at = time.monotonic()
+        slot.processed_at_start = self.counters[2 * slot.index]
+
+    def _kill_overdue(self) -> None:
+        """Kill a worker whose job ignored its timeout's alarm: it is stuck in
+        a C call, where no thread of its own process can interrupt it."""
+        now = time.monotonic()
+        for slot in self.slots:
+            deadline = self.deadlines[slot.index]
+            if deadline and now > deadline and slot.process.is_alive():
+                logger.error(
+                    "Worker process %d is stuck in a job past its timeout and did not react "
+                    "to the alarm; killing it (its job returns as a dead worker's does).",
+                    slot.process.pid,
+                )
+                self.deadlines[slot.index] = 0.0
+                os.kill(slot.process.pid, signal.SIGKILL)
 
     def _reap(self) -> None:
         now = time.monotonic()
@@ -125,8 +171,11 @@ class Supervisor:
                 slot.done = True
                 continue
             if not slot.restart_at:
-                # Back off if it keeps dying young, so a crash loop does not spin.
-                young = now - slot.started_at < 10
+                # Back off if it keeps dying young without getting anything
+                # done, so a crash loop does not spin; one killed from outside
+                # after doing work is simply replaced.
+                progressed = self.counters[2 * slot.index] > slot.processed_at_start
+                young = now - slot.started_at < 10 and not progressed
                 slot.restart_delay = min(slot.restart_delay * 2, MAX_RESTART_DELAY) if young else 1.0
                 slot.restart_at = now + (slot.restart_delay if young else 0)
                 logger.error(

@@ -13,10 +13,13 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
-from django.utils import timezone
 from django.utils.crypto import get_random_string
 
+from . import dbfaults, timeouts
+from .dbfaults import DB_ERRORS, Outage, drop_connection, is_outage
 from .execution import run_job
+from .heartbeat import Heartbeat
+from .payload import as_list
 
 if TYPE_CHECKING:
     from .backend import DatabaseBackend
@@ -50,6 +53,7 @@ class Worker:
         counters: Any = None,
         slot: int = 0,
         stop_event: Any = None,
+        deadlines: Any = None,
     ) -> None:
         self.backend = backend
         self.config = backend.config
@@ -67,11 +71,15 @@ class Worker:
         self.wake = threading.Event()
         self.in_hand: deque[Job] = deque()
         self.parent_pid = os.getppid()
+        self.deadlines = deadlines  # shared with the supervisor: see timeouts.py
+        self.outage = Outage(f"Worker {self.name}", self.config.RECONNECT_BACKOFF_MAX)
 
     # -- lifecycle ----------------------------------------------------------
 
     def run(self) -> int:
         self._install_signal_handlers()
+        dbfaults.watch(self.outage)
+        timeouts.publish_to(self.deadlines, self.slot)
         heartbeat = Heartbeat(self)
         heartbeat.start()
         self._watch_parent()
@@ -85,6 +93,8 @@ class Worker:
         finally:
             self._give_back()
             heartbeat.stop()
+            dbfaults.watch(None)
+            timeouts.publish_to(None, 0)
             connections.close_all()
         logger.info("Worker %s stopped after %d jobs (%d failed).", self.name, self.processed, self.failed)
         return code
@@ -134,24 +144,69 @@ class Worker:
     # -- the loop -----------------------------------------------------------
 
     def _loop(self) -> None:
-        idle = self.config.POLL_INTERVAL_MIN
+        idle: float | None = self.config.POLL_INTERVAL_MIN
         while not self.stopping:
-            jobs = self._claim()
-            if jobs:
-                self._run_batch(jobs)
-                idle = self.config.POLL_INTERVAL_MIN
-                if len(jobs) >= self.batch:
-                    continue  # a full batch: more is probably waiting
-            elif self.burst:
-                # An empty claim can mean only that others held every
-                # candidate for a moment; exit only when nothing is due.
-                if not self._recover() and not self._due_jobs_left():
-                    return
+            try:
+                idle = self._step(idle or self.config.POLL_INTERVAL_MIN)
+            except DB_ERRORS as exc:
+                if not is_outage(exc, self.backend.database):
+                    raise
+                self._ride_out(exc)
                 continue
-            else:
-                idle = min(idle * 2, self.config.POLL_INTERVAL_MAX)
-            # Jitter keeps idle workers from polling in lockstep.
-            self.wake.wait(idle * random.uniform(0.5, 1.0))
+            if idle is None:
+                return
+            if idle:
+                # Jitter keeps idle workers from polling in lockstep.
+                self.wake.wait(idle * random.uniform(0.5, 1.0))
+
+    def _step(self, idle: float) -> float | None:
+        """One claim and its batch; returns how long to idle, None to exit."""
+        jobs = self._claim()
+        if jobs:
+            self._run_batch(jobs)
+            # A full batch: more is probably waiting.
+            return 0 if len(jobs) >= self.batch else self.config.POLL_INTERVAL_MIN
+        if self.burst:
+            # An empty claim can mean only that others held every
+            # candidate for a moment; exit only when nothing is due.
+            return None if not self._recover() and not self._due_jobs_left() else 0
+        return min(idle * 2, self.config.POLL_INTERVAL_MAX)
+
+    def _ride_out(self, exc: BaseException) -> None:
+        """Wait for the database to come back, then give back whatever this
+        worker holds but has not started: a claim whose commit reached the
+        server but whose reply did not, or a release that never arrived."""
+        while True:
+            drop_connection(self.backend.database)
+            self.wake.wait(self.outage.lost(exc))
+            if self.stopping:
+                logger.warning(
+                    "Worker %s stopping while the database is away; jobs it claimed "
+                    "return to the queue when their lease expires.",
+                    self.name,
+                )
+                return
+            try:
+                self._give_back_orphans()
+            except DB_ERRORS as again:
+                if not is_outage(again, self.backend.database):
+                    raise
+                exc = again
+                continue
+            self.outage.restored()
+            return
+
+    def _give_back_orphans(self) -> None:
+        from .models import Job
+
+        # Outcomes are recorded before the loop sees an outage (persist()),
+        # so whatever this worker still holds RUNNING here never started.
+        jobs = Job.objects.using(self.backend.database)
+        self.in_hand.clear()
+        ids = list(jobs.running().filter(owner=self.name).values_list("pk", flat=True))
+        if ids:
+            released = jobs.release(self.name, ids)
+            logger.info("Worker %s gave back %d claimed jobs after the outage.", self.name, released)
 
     def _claim(self) -> list[Job]:
         from .models import Job
@@ -173,6 +228,8 @@ class Worker:
         self.in_hand.extend(jobs)
         while self.in_hand and not self.stopping:
             job = self.in_hand[0]
+            # A row written by hand may hold any JSON here; the outcome appends.
+            job.errors, job.worker_ids = as_list(job.errors), as_list(job.worker_ids)
             outcome = run_job(self.backend, job, self.name)
             self.in_hand.popleft()
             self.processed += 1
@@ -188,12 +245,29 @@ class Worker:
             return
         ids = [job.pk for job in self.in_hand]
         self.in_hand.clear()
-        released = Job.objects.using(self.backend.database).release(self.name, ids)
+        try:
+            released = Job.objects.using(self.backend.database).release(self.name, ids)
+        except DB_ERRORS as exc:
+            if not is_outage(exc, self.backend.database) or not self.stopping:
+                raise  # in the loop, _ride_out() gives them back once it can
+            logger.warning(
+                "Worker %s could not give back %d unstarted jobs (%s); they return to the "
+                "queue when their lease expires.",
+                self.name,
+                len(ids),
+                exc,
+            )
+            return
         logger.info("Worker %s gave back %d unstarted jobs.", self.name, released)
 
     def _recover(self) -> int:
         from .models import Job
 
+        if self.outage.within(self.config.LEASE_SECONDS):
+            # Just after an outage every lease may have run out, including
+            # those of live workers still holding an outcome to record: give
+            # them one lease to reconnect and heartbeat before taking jobs.
+            return 0
         requeued, failed = Job.objects.using(self.backend.database).recover_expired()
         if requeued or failed:
             logger.warning(
@@ -209,58 +283,3 @@ class Worker:
             self.counters[2 * self.slot] += self.processed - self._published[0]
             self.counters[2 * self.slot + 1] += self.failed - self._published[1]
         self._published = (self.processed, self.failed)
-
-
-class Heartbeat(threading.Thread):
-    """Keeps the worker's leases and its Worker row fresh, and recovers jobs
-    of dead workers, from its own thread and database connection, so a long
-    job in the main thread does not let its lease run out."""
-
-    def __init__(self, worker: Worker) -> None:
-        super().__init__(name="dbqueue-heartbeat", daemon=True)
-        self.worker = worker
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        self._register()
-        while not self.done.wait(self.worker.config.heartbeat_interval):
-            self._beat()
-        self._unregister()
-        connections.close_all()
-
-    def stop(self) -> None:
-        self.done.set()
-        self.join(timeout=10)
-
-    def _beat(self) -> None:
-        from .models import Job, Worker
-
-        worker, db = self.worker, self.worker.backend.database
-        try:
-            Job.objects.using(db).extend_leases(worker.name, worker.config.LEASE_SECONDS)
-            Worker.objects.using(db).filter(name=worker.name).update(
-                last_seen_at=timezone.now(), processed=worker.processed, failed=worker.failed
-            )
-            worker._recover()
-        except Exception:
-            logger.exception("Worker %s: heartbeat failed; will try again.", worker.name)
-            connections[db].close()
-
-    def _register(self) -> None:
-        from .models import Worker
-
-        worker = self.worker
-        try:
-            Worker.objects.using(worker.backend.database).create(
-                name=worker.name, host=socket.gethostname()[:255], pid=os.getpid(), queues=worker.queues
-            )
-        except Exception:
-            logger.exception("Worker %s could not register itself.", worker.name)
-
-    def _unregister(self) -> None:
-        from .models import Worker
-
-        try:
-            Worker.objects.using(self.worker.backend.database).filter(name=self.worker.name).delete()
-        except Exception:
-            logger.exception("Worker %s could not unregister itself.", self.worker.name)

@@ -114,3 +114,23 @@ def runqueue(tmp_path: Path) -> Iterator[Callable[..., Runqueue]]:
     yield start
     for proc in started:
         proc.stop()
+
+
+needs_mariadb = pytest.mark.skipif(
+    os.environ.get("DBQUEUE_DATABASE", "sqlite") != "mariadb",
+    reason="rehearses MariaDB outages on a private MariaDB server; runs with DBQUEUE_DATABASE=mariadb",
+)
+
+
+@pytest.fixture(scope="session")
+def sandbox_mariadb() -> Iterator[object]:
+    """A private MariaDB server that tests may kill and restart; never the shared one."""
+    from tests.mariadb_sandbox import SandboxMariaDB, available
+
+    if not available():
+        pytest.skip("mariadbd and mariadb-install-db are needed for the outage tests")
+    server = SandboxMariaDB()
+    server.install()
+    server.start()
+    yield server
+    server.destroy()

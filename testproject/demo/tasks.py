@@ -79,3 +79,29 @@ def kill_worker(key: str) -> None:
 
 def not_a_task() -> str:
     return "a plain function must never be run from a job row"
+
+
+@task(max_attempts=2)
+def segfault(key: str) -> None:
+    """Crash the worker with SIGSEGV, as a bad C extension would."""
+    import ctypes
+
+    Execution.objects.create(key=key, pid=os.getpid())
+    ctypes.string_at(0)
+
+
+@task(timeout=1, max_attempts=2)
+def hang(key: str) -> None:
+    """Never return on its own: only the timeout's alarm ends it."""
+    Execution.objects.create(key=key, pid=os.getpid())
+    time.sleep(3600)
+
+
+@task(timeout=1, max_attempts=1)
+def stuck_in_c(key: str) -> int:
+    """Spin inside one C call that holds the GIL and never checks for
+    signals: no signal handler and no other thread of this process runs."""
+    import itertools
+
+    Execution.objects.create(key=key, pid=os.getpid())
+    return sum(itertools.repeat(1, 10**12))

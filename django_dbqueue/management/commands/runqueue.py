@@ -35,6 +35,7 @@ class Command(BaseCommand):
         backend = self._backend(options["backend"])
         queues = self._queues(backend, options["queues"])
         processes = _in_range("--processes", options["processes"], 1, MAX_PROCESSES)
+        # Not `or`: --batch 0 must be refused, not quietly replaced by the default.
         batch = options["batch"] if options["batch"] is not None else backend.config.BATCH_SIZE
         batch = _in_range("--batch", batch, 1, MAX_BATCH)
         self.check(databases=[backend.database])

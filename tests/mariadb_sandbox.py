@@ -1,0 +1,133 @@
+"""A private, throwaway MariaDB server that tests may stop, kill and restart.
+
+The shared server on 3306 serves everybody's tests; outages are rehearsed on
+this one instead: its own data directory, port and socket, no configuration
+files read, root without a password, gone when stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import MySQLdb
+
+MARIADBD = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
+INSTALL_DB = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"
+
+
+def available() -> bool:
+    return os.access(MARIADBD, os.X_OK) and os.access(INSTALL_DB, os.X_OK)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class SandboxMariaDB:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = Path(root or tempfile.mkdtemp(prefix="dbqueue-mariadb-"))
+        self.datadir = self.root / "data"
+        self.socket = self.root / "mariadb.sock"
+        self.log = self.root / "error.log"
+        self.port = _free_port()
+        self.process: subprocess.Popen | None = None
+        # As root, mariadbd must drop to the mysql user, which must own the files.
+        self.as_root = os.geteuid() == 0
+        self.user_args = ["--user=mysql"] if self.as_root else []
+
+    def install(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.chmod(0o755)  # mkdtemp's 0700 would keep the mysql user out
+        self.datadir.mkdir(exist_ok=True)
+        if self.as_root:
+            shutil.chown(self.root, "mysql", "mysql")
+            shutil.chown(self.datadir, "mysql", "mysql")
+        subprocess.run(
+            [
+                INSTALL_DB,
+                "--no-defaults",
+                *self.user_args,
+                f"--datadir={self.datadir}",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+
+    def start(self, timeout: float = 60.0) -> float:
+        """Start the server; return the seconds it took to accept connections."""
+        began = time.monotonic()
+        self.process = subprocess.Popen(
+            [
+                MARIADBD,
+                "--no-defaults",
+                *self.user_args,
+                f"--datadir={self.datadir}",
+                f"--port={self.port}",
+                "--bind-address=127.0.0.1",
+                f"--socket={self.socket}",
+                f"--pid-file={self.root / 'mariadb.pid'}",
+                f"--log-error={self.log}",
+                "--skip-grant-tables",
+                "--binlog-format=ROW",
+                "--innodb-buffer-pool-size=128M",
+                "--max-connections=200",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        while True:
+            try:
+                self.connect(connect_timeout=1).close()
+                return time.monotonic() - began
+            except MySQLdb.OperationalError:
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"mariadbd exited at start:\n{self.error_log()}") from None
+                if time.monotonic() - began > timeout:
+                    raise RuntimeError(f"mariadbd did not start in {timeout}s:\n{self.error_log()}") from None
+                time.sleep(0.1)
+
+    def stop(self, kill: bool = False, timeout: float = 60.0) -> None:
+        """Shut down cleanly, or with ``kill`` crash it (InnoDB recovers at start)."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+        self.process.wait(timeout)
+
+    def restart(self, kill: bool = False, down_for: float = 0.0) -> float:
+        self.stop(kill=kill)
+        time.sleep(down_for)
+        return self.start()
+
+    def connect(self, database: str | None = None, **kwargs: object) -> MySQLdb.Connection:
+        params: dict = {"host": "127.0.0.1", "port": self.port, "user": "root", "passwd": "", **kwargs}
+        if database:
+            params["database"] = database
+        return MySQLdb.connect(autocommit=True, charset="utf8mb4", **params)
+
+    def execute(self, sql: str, args: object = None, database: str | None = None) -> list[tuple]:
+        conn = self.connect(database)
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute(sql, args)
+                return list(cursor.fetchall())
+        finally:
+            conn.close()
+
+    def error_log(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+    def destroy(self) -> None:
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)

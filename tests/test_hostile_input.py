@@ -1,0 +1,249 @@
+"""Hostile and malformed input: each is refused with a message that names
+the problem, at enqueue, at run time, or on the command line."""
+
+import datetime
+import json
+import os
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.tasks import task_backends
+from django.tasks.exceptions import InvalidTask
+from django.test import override_settings
+
+from demo import tasks
+from django_dbqueue.backend import DatabaseBackend, load_task
+from django_dbqueue.exceptions import InvalidTaskArguments
+from django_dbqueue.execution import run_job
+from django_dbqueue.models import Job
+
+pytestmark = pytest.mark.django_db
+
+BAD_ARGUMENTS = [
+    ((object(),), {}, r"args\[0\] is a builtins.object, which cannot be stored as JSON"),
+    ((), {"when": datetime.date(2026, 1, 1)}, r"kwargs\['when'\] is a datetime.date"),
+    (([b"bytes"],), {}, r"args\[0\]\[0\] is a builtins.bytes"),
+    (({1: "int key"},), {}, r"args\[0\] has the key 1 of type int; JSON object keys must be strings"),
+    ((float("nan"),), {}, r"args\[0\] is the float nan"),
+    (({"a", "set"},), {}, r"args\[0\] is a builtins.set"),
+]
+
+
+@pytest.mark.parametrize(("args", "kwargs", "message"), BAD_ARGUMENTS)
+def test_arguments_that_are_not_json_are_refused_by_name(args, kwargs, message):
+    with pytest.raises(InvalidTaskArguments, match=message):
+        tasks.add.enqueue(*args, **kwargs)
+    assert not Job.objects.exists()
+
+
+def test_arguments_over_the_limit_are_refused_with_their_size():
+    backend = task_backends["default"]
+    limit = backend.config.MAX_ARGUMENTS_BYTES
+    size = len(json.dumps([["x" * limit], {}], separators=(",", ":")))
+    with pytest.raises(
+        InvalidTaskArguments, match=rf"take {size} bytes as JSON, more than the limit of {limit}"
+    ):
+        tasks.record.enqueue("x" * limit)
+    assert not Job.objects.exists()
+
+
+def test_the_default_argument_limit_stays_well_under_max_allowed_packet():
+    if connection.vendor != "mysql":
+        pytest.skip("max_allowed_packet is a MySQL/MariaDB setting")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT @@max_allowed_packet")
+        (packet,) = cursor.fetchone()
+    assert task_backends["default"].config.MAX_ARGUMENTS_BYTES * 4 <= packet
+
+
+def test_a_lower_configured_limit_applies():
+    backend = DatabaseBackend("small", {"QUEUES": ["default"], "OPTIONS": {"MAX_ARGUMENTS_BYTES": 50}})
+    with pytest.raises(InvalidTaskArguments, match="more than the limit of 50"):
+        backend.enqueue(tasks.record, ["y" * 60], {})
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"queue_name": "nope"},
+            r"The queue 'nope' is not one of this backend's QUEUES \(default, email, slow\)",
+        ),
+        ({"queue_name": ""}, r"The queue name '' is not valid"),
+        ({"queue_name": "q" * 65}, "at most 64 characters"),
+        ({"priority": 101}, "priority must be a whole number between -100 and 100"),
+        ({"priority": -101}, "priority must be a whole number between -100 and 100"),
+        ({"priority": "5"}, r"priority must be a whole number between -100 and 100, not '5'"),
+        ({"priority": 1.5}, r"not 1.5"),
+        ({"run_after": datetime.datetime(2030, 1, 1)}, "run_after must be an aware datetime"),
+        ({"run_after": "tomorrow"}, "run_after must be a datetime, not 'tomorrow'"),
+    ],
+)
+def test_invalid_queue_priority_and_run_after_are_refused(changes, message):
+    with pytest.raises(InvalidTask, match=message):
+        tasks.add.using(**changes).enqueue(1, 2)
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_attempts": 0}, "max_attempts must be a whole number of at least 1, not 0"),
+        ({"max_attempts": True}, "max_attempts must be a whole number of at least 1, not True"),
+        ({"timeout": 0}, "timeout must be a positive number of seconds or None, not 0"),
+        ({"timeout": "30"}, "timeout must be a positive number of seconds or None, not '30'"),
+    ],
+)
+def test_invalid_task_options_are_refused_when_the_task_is_defined(options, message):
+    from django.tasks import task
+
+    with pytest.raises(InvalidTask, match=message):
+        task(**options)(tasks.add.func)
+
+
+def test_a_task_outside_installed_apps_is_refused_at_enqueue():
+    from django.tasks import task
+
+    def outsider() -> None:
+        return None
+
+    outsider.__module__ = "tests.outsiders"
+    outsider.__qualname__ = "outsider"
+    with pytest.raises(
+        InvalidTask, match="defined in tests.outsiders, which is not the module of an installed app"
+    ):
+        task(outsider)
+
+
+def hand_written(task_path: str, **columns) -> Job:
+    """A row as a plain SQL INSERT from another program would write it."""
+    names = ["task_path", *columns]
+    values = [task_path, *(v if name == "suspect" else json.dumps(v) for name, v in columns.items())]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO django_dbqueue_job ({', '.join(names)}) VALUES ({', '.join(['%s'] * len(names))})",
+            values,
+        )
+    return Job.objects.get(task_path=task_path)
+
+
+def run_claimed(job: Job) -> Job:
+    claimed = Job.objects.filter(pk=job.pk).claim("w1")
+    assert [j.pk for j in claimed] == [job.pk]
+    from django_dbqueue.worker import as_list
+
+    job = claimed[0]
+    job.errors, job.worker_ids = as_list(job.errors), as_list(job.worker_ids)
+    run_job(task_backends["default"], job, "w1")
+    job.refresh_from_db()
+    return job
+
+
+@pytest.mark.parametrize(
+    ("task_path", "columns", "message"),
+    [
+        ("demo.tasks.nothing_here", {}, "The task path 'demo.tasks.nothing_here' does not import"),
+        ("demo.tasks.not_a_task", {}, "names a function, not a task"),
+        ("os.system", {"args": ["touch /tmp/dbqueue-pwned"]}, "outside every installed app"),
+        ("subprocess.run", {"args": [["id"]]}, "outside every installed app"),
+        (
+            "demo.tasks.add",
+            {"args": {"a": 1}},
+            "args must be a JSON list and its kwargs a JSON object, not dict",
+        ),
+        ("demo.tasks.add", {"kwargs": [1, 2]}, "not list and list"),
+        ("demo.tasks.add", {"args": [1, 2, 3]}, r"no longer fit demo.tasks.add\(a: int, b: int\)"),
+        ("demo.tasks.add", {"args": [1, 2], "errors": 5, "worker_ids": "x"}, None),
+    ],
+)
+def test_a_row_written_by_hand_fails_clearly_or_runs(task_path, columns, message):
+    job = run_claimed(hand_written(task_path, **columns))
+    if message is None:  # junk in bookkeeping columns must not stop a valid call
+        assert (job.status, job.return_value) == ("SUCCESSFUL", 3)
+        return
+    assert (job.status, job.attempts) == ("FAILED", 1)
+    assert job.errors[-1]["exception_class_path"] == "django_dbqueue.exceptions.JobNotRunnable"
+    assert message in job.errors[-1]["traceback"] or __import__("re").search(
+        message, job.errors[-1]["traceback"]
+    )
+    assert not os.path.exists("/tmp/dbqueue-pwned")
+
+
+def test_a_suspect_row_with_junk_bookkeeping_is_still_claimed():
+    job = hand_written("demo.tasks.add", args=[2, 2], worker_ids=None, errors={"x": 1}, suspect=True)
+    job = run_claimed(job)
+    assert (job.status, job.return_value, job.attempts) == ("SUCCESSFUL", 4, 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_broken_json_in_a_row_is_refused_by_the_database():
+    with pytest.raises((IntegrityError, DatabaseError)), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO django_dbqueue_job (task_path, args) VALUES (%s, %s)", ["demo.tasks.add", "[1, 2"]
+        )
+    assert not Job.objects.exists()
+
+
+def test_load_task_refuses_modules_outside_apps_before_importing_them():
+    with pytest.raises(LookupError, match="outside every installed app"):
+        load_task("antigravity.fly")
+    import sys
+
+    assert "antigravity" not in sys.modules
+
+
+def test_the_allow_list_admits_a_module_outside_installed_apps():
+    assert load_task("tests.allowed_tasks.double", allowed=("tests.allowed_tasks",)).call(4) == 8
+    with pytest.raises(LookupError, match="outside every installed app"):
+        load_task("tests.allowed_tasks.double", allowed=())
+
+
+@override_settings(
+    TASKS={
+        "default": {
+            "BACKEND": "django_dbqueue.backend.DatabaseBackend",
+            "OPTIONS": {"ALLOWED_TASK_MODULES": ["tests.allowed_tasks"]},
+        }
+    }
+)
+def test_allowed_task_modules_come_from_the_backend_options():
+    assert load_task("tests.allowed_tasks.double").call(5) == 10
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--processes", "0"], "--processes must be between 1 and 256, not 0"),
+        (["--processes", "257"], "--processes must be between 1 and 256, not 257"),
+        (["--processes", "many"], "argument --processes: invalid int value: 'many'"),
+        (["--batch", "0"], "--batch must be between 1 and 1000, not 0"),
+        (["--batch", "1001"], "--batch must be between 1 and 1000, not 1001"),
+        (
+            ["--queue", "nope"],
+            "Unknown queue 'nope' for backend 'default'; its QUEUES are default, email, slow",
+        ),
+        (["--backend", "nope"], "No task backend 'nope' in settings.TASKS"),
+    ],
+)
+def test_runqueue_refuses_options_out_of_range(argv, message):
+    with pytest.raises(CommandError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        call_command("runqueue", *argv)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"BATCH_SIZE": 0}, "OPTIONS BATCH_SIZE must be a positive number, not 0"),
+        ({"JOB_TIMEOUT": -1}, "OPTIONS JOB_TIMEOUT must be a positive number, not -1"),
+        ({"ALLOWED_TASK_MODULES": "demo"}, "OPTIONS ALLOWED_TASK_MODULES must be a list of module paths"),
+        ({"ALLOWED_TASK_MODULES": ["os; rm"]}, "holds 'os; rm', which is not a module path"),
+        ({"LEASE_SECONDS": float("inf")}, "OPTIONS LEASE_SECONDS must be a positive number, not inf"),
+        ({"NO_SUCH": 1}, "Unknown django_dbqueue OPTIONS NO_SUCH"),
+    ],
+)
+def test_bad_options_are_reported_by_the_system_check(options, message):
+    backend = DatabaseBackend("bad", {"OPTIONS": options})
+    errors = backend.check()
+    assert [e.id for e in errors] == ["django_dbqueue.E003"]
+    assert message in errors[0].msg
