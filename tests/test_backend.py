@@ -93,7 +93,8 @@ def test_tuples_are_stored_as_lists():
 
 
 def test_unknown_queue_and_out_of_range_priority_are_refused():
-    with pytest.raises(InvalidTask, match="Queue 'nope' is not valid"):
+    unknown = r"The queue 'nope' is not one of this backend's QUEUES \(default, email, slow\)\."
+    with pytest.raises(InvalidTask, match=unknown):
         tasks.add.using(queue_name="nope").enqueue(1, 2)
     with pytest.raises(InvalidTask, match="priority must be a whole number between -100 and 100"):
         tasks.add.using(priority=101).enqueue(1, 2)

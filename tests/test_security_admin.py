@@ -22,7 +22,7 @@ def requeue(client: Client, job: Job, **extra):
     return client.post(CHANGELIST, {"action": "requeue", "_selected_action": [job.pk]}, **extra)
 
 
-def test_requeue_needs_the_change_permission():
+def test_requeue_needs_its_own_permission():
     job = Job.objects.create(task_path="demo.tasks.noop", status="FAILED")
     client = Client()
     client.force_login(staff("view_job"))
@@ -31,7 +31,8 @@ def test_requeue_needs_the_change_permission():
     assert job.status == "FAILED"
 
     client.force_login(staff_with_change := User.objects.create_user("boss", password="pw", is_staff=True))
-    staff_with_change.user_permissions.set(Permission.objects.filter(codename__in=["view_job", "change_job"]))
+    may_requeue = Permission.objects.filter(codename__in=["view_job", "requeue_job"])
+    staff_with_change.user_permissions.set(may_requeue)
     requeue(client, job)
     job.refresh_from_db()
     assert job.status == "READY"
