@@ -1,3 +1,15 @@
 """A MySQL/MariaDB table as a fast, crash-safe job queue for django.tasks."""
 
+from typing import Any
+
 __version__ = "0.1.0"
+__all__ = ["bulk_enqueue"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so importing the app package (as INSTALLED_APPS does) stays cheap.
+    if name == "bulk_enqueue":
+        from .bulk import bulk_enqueue
+
+        return bulk_enqueue
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.core import checks
@@ -15,6 +17,7 @@ from django.tasks.signals import task_enqueued
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from .inserting import insert_job
 from .options import QueueOptions
 from .payload import encode_arguments
 from .retry import retry_on_conflict
@@ -66,14 +69,37 @@ class DatabaseBackend(BaseTaskBackend):
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         """Insert the job. Inside the caller's transaction it commits or rolls
         back with it; in autocommit mode a deadlocked INSERT is retried."""
-        from .models import Job
+        self.check_enqueue(task)
+        job = self.build_job(task, args, kwargs, timezone.now())
+        retry_on_conflict(lambda: insert_job(job, self.database), self.database)
+        result = self.to_result(job, task)
+        task_enqueued.send(type(self), task_result=result)
+        return result
 
+    def bulk_enqueue(
+        self, task: Task, calls: Iterable[tuple[Any, Any]], *, batch_size: int = 1000
+    ) -> list[TaskResult]:
+        """Enqueue ``task`` once per ``(args, kwargs)`` in ``calls``, with one
+        multi-row INSERT per ``batch_size`` jobs; see django_dbqueue.bulk."""
+        from .bulk import build_jobs, insert_jobs, results_for
+
+        jobs = build_jobs(self, task, calls)
+        insert_jobs(self, jobs, batch_size)
+        return results_for(self, task, jobs)
+
+    def check_enqueue(self, task: Task) -> None:
+        """What every enqueue checks once per task: the backend's own config
+        and the task itself."""
         if self.options_error:
             raise ImproperlyConfigured(self.options_error)
         self.validate_task(task)
+
+    def build_job(self, task: Task, args: Any, kwargs: Any, now: datetime) -> Any:
+        """An unsaved Job for one call, its arguments checked as JSON."""
+        from .models import Job
+
         args, kwargs = encode_arguments(args, kwargs, self.config.MAX_ARGUMENTS_BYTES)
-        now = timezone.now()
-        job = Job(
+        return Job(
             task_path=task.module_path,
             queue_name=task.queue_name,
             priority=task.priority,
@@ -83,10 +109,6 @@ class DatabaseBackend(BaseTaskBackend):
             max_attempts=getattr(task, "max_attempts", None) or self.config.MAX_ATTEMPTS,
             enqueued_at=now,
         )
-        retry_on_conflict(lambda: job.save(using=self.database, force_insert=True), self.database)
-        result = self.to_result(job, task)
-        task_enqueued.send(type(self), task_result=result)
-        return result
 
     def get_result(self, result_id: str) -> TaskResult:
         from .models import Job

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copy
+import functools
 import inspect
 import logging
 import traceback
@@ -24,6 +24,7 @@ from .timeouts import time_limit
 if TYPE_CHECKING:
     from .backend import DatabaseBackend
     from .models import Job
+    from .outcomes import OutcomeBuffer
 
 logger = logging.getLogger("django_dbqueue")
 
@@ -34,13 +35,19 @@ class Outcome:
     recorded: bool  # False if the job's lease had been lost to recovery
 
 
-def run_job(backend: DatabaseBackend, job: Job, owner: str) -> Outcome:
+def run_job(backend: DatabaseBackend, job: Job, owner: str, outcomes: OutcomeBuffer | None = None) -> Outcome:
     """Run a claimed job and record its outcome. Never raises for anything the
-    job does; only ``BaseException``s that must stop the worker pass through."""
+    job does; only ``BaseException``s that must stop the worker pass through.
+
+    With ``outcomes``, a success of a batch job is left there to be written
+    with its batch-mates (see outcomes.py); any other outcome first flushes
+    it, so outcomes reach the database and the signals in the order they
+    happened."""
     started = timezone.now()
     try:
         task = _resolve(job)
     except JobNotRunnable as exc:
+        _flush(outcomes)
         return _record_failure(backend, job, owner, started, exc, final=True)
     result = backend.to_result(_started_view(job, started), task)
     task_started.send(type(backend), task_result=result)
@@ -51,6 +58,7 @@ def run_job(backend: DatabaseBackend, job: Job, owner: str) -> Outcome:
             else:
                 value = task.call(*job.args, **job.kwargs)
     except Exception as exc:
+        _flush(outcomes)
         outcome = _record_failure(backend, job, owner, started, exc, final=False)
         _send_finished(backend, job, task)
         return outcome
@@ -58,16 +66,35 @@ def run_job(backend: DatabaseBackend, job: Job, owner: str) -> Outcome:
         value = check_return_value(value)
     except InvalidTaskArguments as exc:
         # Running it again would return the same kind of value.
+        _flush(outcomes)
         outcome = _record_failure(backend, job, owner, started, exc, final=True)
     else:
+        if outcomes is not None and not job.suspect:
+            outcomes.add(job, task, started, value)
+            # Written, and task_finished sent, at the buffer's next flush.
+            return Outcome(status="SUCCESSFUL", recorded=True)
         outcome = _record(backend, job, owner, started, "SUCCESSFUL", return_value=value)
     _send_finished(backend, job, task)
     return outcome
 
 
+def _flush(outcomes: OutcomeBuffer | None) -> None:
+    if outcomes is not None:
+        outcomes.flush()
+
+
+@functools.lru_cache(maxsize=1024)
+def _load(task_path: str) -> tuple[Task, inspect.Signature]:
+    # Importing and inspecting once per task, not once per job: both showed
+    # in the worker's profile. A path that fails to load raises, which
+    # lru_cache does not remember, so a fixed deploy is picked up.
+    task = load_task(task_path)
+    return task, inspect.signature(task.func)
+
+
 def _resolve(job: Job) -> Task:
     try:
-        task = load_task(job.task_path)
+        task, signature = _load(job.task_path)
     except LookupError as exc:
         raise JobNotRunnable(str(exc)) from exc
     except Exception as exc:  # the module itself is broken
@@ -79,17 +106,18 @@ def _resolve(job: Job) -> Task:
         )
     params = [object()] if task.takes_context else []
     try:
-        inspect.signature(task.func).bind(*params, *job.args, **job.kwargs)
+        signature.bind(*params, *job.args, **job.kwargs)
     except TypeError as exc:
-        raise JobNotRunnable(
-            f"The job's arguments no longer fit {job.task_path}{inspect.signature(task.func)}: {exc}."
-        ) from exc
+        raise JobNotRunnable(f"The job's arguments no longer fit {job.task_path}{signature}: {exc}.") from exc
     return task
 
 
 def _started_view(job: Job, started: datetime) -> Job:
     """A copy of the job as it looks while running, for the signals."""
-    view = copy.copy(job)
+    # A shallow copy through __dict__: copy.copy() of a model goes through
+    # pickling hooks and showed in the worker's profile.
+    view = type(job).__new__(type(job))
+    view.__dict__.update(job.__dict__)
     view.started_at = job.started_at or started
     view.last_attempted_at = started
     if not job.suspect:  # a suspect's attempt was counted in its claim

@@ -10,7 +10,10 @@ from django.core.exceptions import ImproperlyConfigured
 class QueueOptions:
     DATABASE: str = "default"
     LEASE_SECONDS: float = 60.0
-    BATCH_SIZE: int = 20
+    BATCH_SIZE: int = 200
+    # Once the job in hand has run this long, the unstarted rest of its batch
+    # goes back to the queue for idle workers (holding.py).
+    BATCH_HOLD_SECONDS: float = 0.1
     MAX_ATTEMPTS: int = 3
     RETRY_BACKOFF_BASE: float = 2.0
     RETRY_BACKOFF_MAX: float = 3600.0

@@ -84,25 +84,8 @@ class JobQuerySet(models.QuerySet):
                 skip_locked=True
             )
             batch = _claimable(sorted(locked, key=_claim_key))
-            if not batch:
-                return []
-            changes: dict[str, Any] = {
-                "status": RUNNING,
-                "owner": owner,
-                "lease_expires_at": now + timedelta(seconds=lease),
-            }
-            if batch[0].suspect:
-                job = batch[0]
-                changes.update(
-                    attempts=job.attempts + 1,
-                    started_at=job.started_at or now,
-                    last_attempted_at=now,
-                    worker_ids=[*as_list(job.worker_ids), owner],
-                )
-            rows.filter(pk__in=[job.pk for job in batch]).update(**changes)
-        for job in batch:
-            for name, value in changes.items():
-                setattr(job, name, value)
+            if batch:
+                mark_claimed(rows, batch, owner, lease, now)
         return batch
 
     def release(self, owner: str, ids: list[int]) -> int:
@@ -207,6 +190,28 @@ def worker_lost_error(job: Job, when: datetime) -> dict[str, str]:
         "at": when.isoformat(),
         "worker": job.owner or "",
     }
+
+
+def mark_claimed(rows: models.QuerySet, batch: list[Job], owner: str, lease: float, now: datetime) -> None:
+    """Mark a locked batch RUNNING for ``owner``, in the caller's transaction.
+    A suspect (always alone) has its attempt and start recorded here."""
+    changes: dict[str, Any] = {
+        "status": RUNNING,
+        "owner": owner,
+        "lease_expires_at": now + timedelta(seconds=lease),
+    }
+    if batch[0].suspect:
+        job = batch[0]
+        changes.update(
+            attempts=job.attempts + 1,
+            started_at=job.started_at or now,
+            last_attempted_at=now,
+            worker_ids=[*as_list(job.worker_ids), owner],
+        )
+    rows.filter(pk__in=[job.pk for job in batch]).update(**changes)
+    for job in batch:
+        for name, value in changes.items():
+            setattr(job, name, value)
 
 
 def _claim_key(job: Job) -> tuple[int, datetime, int]:

@@ -16,9 +16,12 @@ from django.db import connections
 from django.utils.crypto import get_random_string
 
 from . import dbfaults, timeouts
+from .claiming import claim_from_queues
 from .dbfaults import DB_ERRORS, Outage, drop_connection, is_outage
 from .execution import run_job
 from .heartbeat import Heartbeat
+from .holding import HoldWatch
+from .outcomes import OutcomeBuffer
 from .payload import as_list
 
 if TYPE_CHECKING:
@@ -70,9 +73,16 @@ class Worker:
         self.forcing = False
         self.wake = threading.Event()
         self.in_hand: deque[Job] = deque()
+        self.lock = threading.Lock()  # guards in_hand against the hold watch
+        self.job_started: float | None = None
         self.parent_pid = os.getppid()
         self.deadlines = deadlines  # shared with the supervisor: see timeouts.py
         self.outage = Outage(f"Worker {self.name}", self.config.RECONNECT_BACKOFF_MAX)
+        # Successes wait here for one UPDATE per batch; written at the end of
+        # each batch, or sooner once a lease quarter (at most 1s) has passed.
+        self.outcomes = OutcomeBuffer(
+            backend, self.name, max_jobs=self.batch, max_age=min(self.config.heartbeat_interval, 1.0)
+        )
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -80,8 +90,9 @@ class Worker:
         self._install_signal_handlers()
         dbfaults.watch(self.outage)
         timeouts.publish_to(self.deadlines, self.slot)
-        heartbeat = Heartbeat(self)
+        heartbeat, hold_watch = Heartbeat(self), HoldWatch(self)
         heartbeat.start()
+        hold_watch.start()
         self._watch_parent()
         logger.info("Worker %s started on queues %s.", self.name, ", ".join(self.queues))
         code = 0
@@ -91,6 +102,8 @@ class Worker:
             logger.warning("Worker %s stopped at once on a second signal.", self.name)
             code = 1
         finally:
+            hold_watch.stop()
+            self._flush_outcomes()
             self._give_back()
             heartbeat.stop()
             dbfaults.watch(None)
@@ -199,10 +212,13 @@ class Worker:
     def _give_back_orphans(self) -> None:
         from .models import Job
 
-        # Outcomes are recorded before the loop sees an outage (persist()),
-        # so whatever this worker still holds RUNNING here never started.
+        # Successes waiting in the buffer ran: record them first. Failures are
+        # recorded at once (persist()), so what this worker still holds
+        # RUNNING after that never started.
+        self.outcomes.flush()
         jobs = Job.objects.using(self.backend.database)
-        self.in_hand.clear()
+        with self.lock:
+            self.in_hand.clear()
         ids = list(jobs.running().filter(owner=self.name).values_list("pk", flat=True))
         if ids:
             released = jobs.release(self.name, ids)
@@ -212,12 +228,7 @@ class Worker:
         from .models import Job
 
         jobs = Job.objects.using(self.backend.database)
-        jobs = (
-            jobs.filter(queue_name=self.queues[0])
-            if len(self.queues) == 1
-            else jobs.filter(queue_name__in=self.queues)
-        )
-        return jobs.claim(self.name, limit=self.batch, lease=self.config.LEASE_SECONDS)
+        return claim_from_queues(jobs, self.queues, self.name, self.batch, self.config.LEASE_SECONDS)
 
     def _due_jobs_left(self) -> bool:
         from .models import Job
@@ -226,25 +237,45 @@ class Worker:
 
     def _run_batch(self, jobs: list[Job]) -> None:
         self.in_hand.extend(jobs)
-        while self.in_hand and not self.stopping:
-            job = self.in_hand[0]
+        while not self.stopping:
+            # The hold watch may take the unstarted jobs behind this one
+            # (holding.py); the job stays at the head until it has run.
+            with self.lock:
+                if not self.in_hand:
+                    break
+                job = self.in_hand[0]
+                self.job_started = time.monotonic()
             # A row written by hand may hold any JSON here; the outcome appends.
             job.errors, job.worker_ids = as_list(job.errors), as_list(job.worker_ids)
-            outcome = run_job(self.backend, job, self.name)
-            self.in_hand.popleft()
+            outcome = run_job(self.backend, job, self.name, self.outcomes)
+            with self.lock:
+                self.in_hand.popleft()
+                self.job_started = None
             self.processed += 1
             self.failed += outcome.status == "FAILED"
+            if self.outcomes.due():
+                self.outcomes.flush()
+        self.outcomes.flush()
         self._publish_counts()
         self._give_back()
+
+    def _flush_outcomes(self) -> None:
+        try:
+            self.outcomes.flush()
+        except Exception:
+            # Those jobs stay RUNNING under this worker's name; once the lease
+            # runs out, recovery requeues them and they run again.
+            logger.exception("Worker %s could not record %d outcomes.", self.name, len(self.outcomes))
 
     def _give_back(self) -> None:
         """Return claimed jobs that never started, without costing an attempt."""
         from .models import Job
 
-        if not self.in_hand:
+        with self.lock:
+            ids = [job.pk for job in self.in_hand]
+            self.in_hand.clear()
+        if not ids:
             return
-        ids = [job.pk for job in self.in_hand]
-        self.in_hand.clear()
         try:
             released = Job.objects.using(self.backend.database).release(self.name, ids)
         except DB_ERRORS as exc:

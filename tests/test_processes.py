@@ -67,7 +67,8 @@ def sleepers(count: int, seconds: float, prefix: str = "s") -> list[str]:
 @pytest.mark.parametrize("to_group", [True, False], ids=["ctrl-c-to-group", "sigterm-to-supervisor"])
 def test_sigterm_finishes_the_job_in_hand_and_gives_back_the_rest(runqueue, to_group):
     ids = sleepers(6, 1.5)
-    workers = runqueue("--processes", "1", "--batch", "6", "--queue", "slow")
+    # No hold watch here: the stop itself must give the batch back.
+    workers = runqueue("--processes", "1", "--batch", "6", "--queue", "slow", DBQUEUE_BATCH_HOLD="3600")
     wait_for(lambda: started("s0"))
 
     if to_group:  # a terminal's Ctrl-C reaches every process of the group

@@ -5,6 +5,7 @@ DBQUEUE_DB_NAME    database name for MariaDB/PostgreSQL (default "dbqueue"); tes
 DBQUEUE_SQLITE     path of the SQLite file (default testproject/db.sqlite3)
 DBQUEUE_LEASE      lease seconds (default 60)
 DBQUEUE_BACKOFF    retry backoff base seconds (default 2)
+DBQUEUE_BATCH_HOLD seconds a slow job may hold its batch-mates before they are given back (default 0.1)
 """
 
 import os
@@ -102,6 +103,7 @@ TASKS = {
             "LEASE_SECONDS": float(os.environ.get("DBQUEUE_LEASE", "60")),
             "RETRY_BACKOFF_BASE": float(os.environ.get("DBQUEUE_BACKOFF", "2")),
             "STATUS_INTERVAL": float(os.environ.get("DBQUEUE_STATUS_INTERVAL", "5")),
+            "BATCH_HOLD_SECONDS": float(os.environ.get("DBQUEUE_BATCH_HOLD", "0.1")),
         },
     }
 }

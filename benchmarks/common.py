@@ -1,0 +1,110 @@
+"""Shared by every benchmark part: the benchmark database, raw connections,
+job-table resets and small statistics helpers."""
+
+import os
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MANAGE = ROOT / "testproject" / "manage.py"
+DB_NAME = os.environ.get("DBQUEUE_BENCH_DB", "dbqueue_bench")
+JOB_TABLE = "django_dbqueue_job"
+
+
+def configure() -> None:
+    """Point the test project at the benchmark database, then set Django up."""
+    os.environ["DBQUEUE_DATABASE"] = "mariadb"
+    os.environ["DBQUEUE_DB_NAME"] = DB_NAME
+    os.environ.setdefault("DBQUEUE_LOG_LEVEL", "WARNING")
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench_settings"
+    for path in (str(ROOT), str(ROOT / "testproject"), str(ROOT / "benchmarks")):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    import django
+
+    django.setup()
+
+
+def raw_connect(database: str | None = DB_NAME):
+    """A plain MySQLdb connection, as the plain-SQL ceiling uses."""
+    import MySQLdb
+
+    params = {
+        "host": os.environ.get("DBQUEUE_DB_HOST", "127.0.0.1"),
+        "port": int(os.environ.get("DBQUEUE_DB_PORT", "3306")),
+        "user": os.environ.get("DBQUEUE_DB_USER", "root"),
+        "passwd": os.environ.get("DBQUEUE_DB_PASSWORD", ""),
+        "charset": "utf8mb4",
+    }
+    if database:
+        params["db"] = database
+    conn = MySQLdb.connect(**params)
+    # The same isolation Django's MySQL backend uses, so both sides lock alike.
+    conn.cursor().execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+    return conn
+
+
+def create_database() -> None:
+    from django.core.management import call_command
+    from django.db import connections
+
+    conn = raw_connect(None)
+    cur = conn.cursor()
+    cur.execute(f"DROP DATABASE IF EXISTS `{DB_NAME}`")
+    cur.execute(f"CREATE DATABASE `{DB_NAME}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+    conn.close()
+    connections.close_all()
+    call_command("migrate", verbosity=0)
+
+
+def drop_database() -> None:
+    from django.db import connections
+
+    connections.close_all()
+    conn = raw_connect(None)
+    conn.cursor().execute(f"DROP DATABASE IF EXISTS `{DB_NAME}`")
+    conn.close()
+
+
+def reset_jobs() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE TABLE {JOB_TABLE}")
+        cursor.execute("TRUNCATE TABLE django_dbqueue_worker")
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = os.environ.copy()
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "benchmarks"), env.get("PYTHONPATH", "")])
+    env.update(extra)
+    return env
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def job_summary() -> dict:
+    """Counts by status and whether every finished job ran exactly once."""
+    from django.db.models import Count, Max, Min, Sum
+
+    from django_dbqueue.models import Job
+
+    by_status = dict(Job.objects.values_list("status").annotate(n=Count("id")).order_by())
+    totals = Job.objects.aggregate(
+        attempts_total=Sum("attempts"),
+        first_start=Min("started_at"),
+        last_finish=Max("finished_at"),
+        most_attempts=Max("attempts"),
+    )
+    return {"by_status": by_status, **totals}

@@ -1,0 +1,82 @@
+"""bulk_enqueue: same validation as enqueue, one INSERT per chunk, ids back."""
+
+import pytest
+from django.db import connection, transaction
+from django.tasks.exceptions import InvalidTask
+from django.tasks.signals import task_enqueued
+from django.test.utils import CaptureQueriesContext
+
+from demo.tasks import add, noop, send_welcome
+from django_dbqueue import bulk_enqueue
+from django_dbqueue.exceptions import InvalidTaskArguments
+from django_dbqueue.models import Job
+
+pytestmark = pytest.mark.django_db
+
+
+def test_bulk_enqueue_writes_every_call_and_returns_results_with_their_ids():
+    results = bulk_enqueue(add, [((i, i), {}) for i in range(25)], batch_size=10)
+
+    assert len(results) == 25
+    stored = {job.pk: job for job in Job.objects.all()}
+    assert sorted(stored) == sorted(int(r.id) for r in results)
+    for i, result in enumerate(results):
+        job = stored[int(result.id)]
+        assert (job.args, job.kwargs, job.status, job.task_path) == ([i, i], {}, "READY", "demo.tasks.add")
+        assert (result.args, result.status) == ([i, i], "READY")
+
+
+def test_bulk_enqueue_keeps_the_tasks_queue_priority_and_max_attempts():
+    [result] = bulk_enqueue(send_welcome, [((7,), {})])
+    job = Job.objects.get(pk=result.id)
+    assert (job.queue_name, job.priority, job.max_attempts) == ("email", 10, 3)
+
+
+def test_one_insert_per_chunk():
+    if not connection.features.can_return_rows_from_bulk_insert:
+        pytest.skip("this database has no INSERT ... RETURNING; bulk_enqueue inserts row by row")
+    with CaptureQueriesContext(connection) as queries:
+        bulk_enqueue(noop, [((), {})] * 25, batch_size=10)
+    inserts = [q for q in queries.captured_queries if q["sql"].startswith("INSERT")]
+    assert len(inserts) == 3
+
+
+def test_a_bad_call_raises_and_nothing_is_written():
+    with pytest.raises(InvalidTaskArguments, match="args\\[0\\]"):
+        bulk_enqueue(add, [((1, 2), {}), ((object(), 2), {})])
+    assert Job.objects.count() == 0
+
+
+def test_an_invalid_task_is_refused_like_enqueue_refuses_it():
+    with pytest.raises(InvalidTask):
+        bulk_enqueue(noop.using(priority=1000), [((), {})])
+    assert Job.objects.count() == 0
+
+
+def test_task_enqueued_is_sent_for_each_job():
+    seen = []
+
+    def receiver(sender, task_result, **kwargs):
+        seen.append(task_result.id)
+
+    task_enqueued.connect(receiver)
+    try:
+        results = bulk_enqueue(noop, [((), {})] * 3)
+    finally:
+        task_enqueued.disconnect(receiver)
+    assert seen == [r.id for r in results]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_inside_a_transaction_the_jobs_roll_back_with_it():
+    with pytest.raises(RuntimeError), transaction.atomic():
+        bulk_enqueue(noop, [((), {})] * 5)
+        assert Job.objects.count() == 5
+        raise RuntimeError("the caller's own failure")
+    assert Job.objects.count() == 0
+
+
+def test_single_enqueue_still_returns_the_new_rows_id():
+    result = add.enqueue(2, 3)
+    job = Job.objects.get(pk=result.id)
+    assert (job.args, job.status, job.attempts, job.worker_ids) == ([2, 3], "READY", 0, [])
