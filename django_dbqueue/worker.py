@@ -140,7 +140,7 @@ class Worker:
         raise ForcedStop()
 
     def _watch_parent(self) -> None:
-        # The supervisor asks for a stop through an event, not a signal: with
+        # The supervisor asks for a stop through a shared flag, not a signal: with
         # Ctrl-C every process of the group already got one, and a relayed
         # signal would count as the second, forcing one.
         if self.parent_stop is None:
