@@ -1,7 +1,7 @@
 """The worker's claim, shaped so that the claim index serves it.
 
 Three shapes, all measured by the benchmark (``--only shapes``; figures in
-docs/performance.md):
+README.md, "Claim shapes"):
 
 - "candidates" (shape a): ``JobQuerySet.claim()``, for arbitrary filters: a
   plain read of candidate ids, then lock those by primary key. With one queue
@@ -42,7 +42,7 @@ def claim_from_queues(
     fastest shape for the number of queues unless ``shape`` names one."""
     if limit < 1:
         raise ValueError("claim() needs a limit of at least 1.")
-    # Measured (docs/performance.md): for one queue the candidates read (an
+    # Measured (README.md, "Claim shapes"): for one queue the candidates read (an
     # index-only read) then locking by primary key beat the single locking
     # select, which locks index and row entries and, under contention, steps
     # over the other claimer's locked entries; for several queues per-queue won.
