@@ -4,12 +4,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from django.db import connection
+from django.db import close_old_connections, connection
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGE = ROOT / "testproject" / "manage.py"
@@ -51,6 +52,39 @@ def wait_for(predicate: Callable[[], object], timeout: float = 30.0, interval: f
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {predicate}")
         time.sleep(interval)
+
+
+def claim_in_threads(
+    claim: Callable[[str], list], threads: int, ready: Callable[[], bool]
+) -> list[list[int]]:
+    """Run ``claim(owner)`` in ``threads`` threads (each with its own
+    connection) started together, until ``ready()`` says nothing is left;
+    return the ids each owner ``t0``, ``t1``, ... got. An empty claim may only
+    mean the others held every candidate at that instant, so a thread stops
+    when nothing is READY, not on its first empty claim."""
+    seen: list[list[int]] = [[] for _ in range(threads)]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(threads)
+
+    def claimer(index: int) -> None:
+        try:
+            barrier.wait()
+            while ready():
+                seen[index].extend(job.pk for job in claim(f"t{index}"))
+        except BaseException as exc:  # re-raised below, not swallowed
+            errors.append(exc)
+        finally:
+            close_old_connections()
+            connection.close()
+
+    workers = [threading.Thread(target=claimer, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    if errors:
+        raise errors[0]
+    return seen
 
 
 class Runqueue:

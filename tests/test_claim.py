@@ -1,15 +1,14 @@
 """The claim: order, exclusivity, suspects, release, leases and recovery."""
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import close_old_connections, connection
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from django_dbqueue.models import Job
-from tests.conftest import needs_row_locks
+from tests.conftest import claim_in_threads, needs_row_locks
 
 pytestmark = pytest.mark.django_db
 
@@ -160,30 +159,10 @@ def test_concurrent_claimers_in_threads_never_share_a_job():
     """Eight threads, eight connections, claiming in small batches at once."""
     total = 2000
     make(total)
-    seen: list[list[int]] = [[] for _ in range(8)]
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(8)
+    seen = claim_in_threads(
+        lambda owner: Job.objects.claim(owner, limit=7), 8, lambda: Job.objects.ready().exists()
+    )
 
-    def claimer(index: int) -> None:
-        try:
-            barrier.wait()
-            # An empty claim may only mean the others held every candidate
-            # at that instant; stop once nothing is READY.
-            while Job.objects.ready().exists():
-                seen[index].extend(job.pk for job in Job.objects.claim(f"t{index}", limit=7))
-        except BaseException as exc:  # reported below, not swallowed
-            errors.append(exc)
-        finally:
-            close_old_connections()
-            connection.close()
-
-    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-
-    assert not errors
     claimed = [pk for ids in seen for pk in ids]
     assert len(claimed) == len(set(claimed)) == total
     assert sum(1 for ids in seen if ids) > 1, "the work should have been shared"

@@ -1,15 +1,13 @@
 """The worker's claim shapes agree with claim() and never share a job."""
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from django_dbqueue.claiming import SHAPES, claim_from_queues
 from django_dbqueue.models import Job
-from tests.conftest import needs_row_locks
+from tests.conftest import claim_in_threads, needs_row_locks
 
 pytestmark = pytest.mark.django_db
 QUEUES = ["default", "email", "slow"]
@@ -66,29 +64,12 @@ def test_concurrent_claimers_never_share_a_job(shape, queues):
     total = 1500
     for queue in queues:
         make(total // len(queues), queue_name=queue)
-    seen: list[list[int]] = [[] for _ in range(6)]
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(6)
+    seen = claim_in_threads(
+        lambda owner: claim_from_queues(Job.objects.all(), queues, owner, 7, 60.0, shape=shape),
+        6,
+        lambda: Job.objects.ready().exists(),
+    )
 
-    def claimer(index: int) -> None:
-        try:
-            barrier.wait()
-            while Job.objects.ready().exists():
-                got = claim_from_queues(Job.objects.all(), queues, f"t{index}", 7, 60.0, shape=shape)
-                seen[index].extend(job.pk for job in got)
-        except BaseException as exc:  # reported below, not swallowed
-            errors.append(exc)
-        finally:
-            close_old_connections()
-            connection.close()
-
-    threads = [threading.Thread(target=claimer, args=(i,)) for i in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-
-    assert not errors
     claimed = [pk for ids in seen for pk in ids]
     assert len(claimed) == len(set(claimed)) == total
     assert sum(1 for ids in seen if ids) > 1, "the work should have been shared"
