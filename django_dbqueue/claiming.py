@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from django.db import connections, transaction
 from django.utils import timezone
 
-from .query import CANDIDATE_ROUNDS, CLAIM_ORDER, READY, _claimable, _lock_if_serialised, mark_claimed
+from .query import CLAIM_ORDER, READY, _claimable, _lock_if_serialised, mark_claimed
 from .retry import retry_on_conflict
 
 if TYPE_CHECKING:
@@ -74,18 +74,7 @@ def _locking_select(jobs: JobQuerySet, queue: str, owner: str, limit: int, lease
 
 
 def _per_queue(jobs: JobQuerySet, queues: list[str], owner: str, limit: int, lease: float) -> list[Job]:
-    now = timezone.now()
-    due = jobs.model._base_manager.using(jobs.db).filter(status=READY, run_after__lte=now)
-    taken: list[int] = []
-    for _ in range(CANDIDATE_ROUNDS):
-        ids = _merged_candidates(due.exclude(pk__in=taken) if taken else due, queues, limit)
-        if not ids:
-            return []
-        batch = jobs._lock_and_mark(ids, owner, lease, now)
-        if batch:
-            return batch
-        taken.extend(ids)  # another worker read the same candidates first
-    return []
+    return jobs.claim_candidates(owner, limit, lease, lambda due, n: _merged_candidates(due, queues, n))
 
 
 def _merged_candidates(due: JobQuerySet, queues: list[str], limit: int) -> list[int]:

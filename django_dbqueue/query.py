@@ -6,6 +6,7 @@ state machine and one claim path.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -59,15 +60,20 @@ class JobQuerySet(models.QuerySet):
         return retry_on_conflict(lambda: self._claim_once(owner, limit, lease), using=self.db)
 
     def _claim_once(self, owner: str, limit: int, lease: float) -> list[Job]:
-        # Candidates first, by a plain read that locks nothing, then lock just
-        # those rows by primary key. A single locking SELECT ... ORDER BY ...
-        # LIMIT that no index serves (several queues, or any filter) would lock
-        # every row it sorts, starving every other claimer until it commits.
+        return self.claim_candidates(owner, limit, lease, _ids_in_claim_order)
+
+    def claim_candidates(
+        self, owner: str, limit: int, lease: float, read_ids: Callable[[JobQuerySet, int], list[int]]
+    ) -> list[Job]:
+        """One claim attempt: ``read_ids(due_jobs, limit)`` picks candidate ids
+        by a plain read that locks nothing, then just those rows are locked by
+        primary key. A single locking SELECT ... ORDER BY ... LIMIT that no
+        index serves (several queues, or any filter) would lock every row it
+        sorts, starving every other claimer until it commits."""
         now = timezone.now()
         taken: list[int] = []
         for _ in range(CANDIDATE_ROUNDS):
-            candidates = self.due(now).exclude(pk__in=taken) if taken else self.due(now)
-            ids = list(candidates.order_by(*CLAIM_ORDER).values_list("pk", flat=True)[:limit])
+            ids = read_ids(self.due(now).exclude(pk__in=taken) if taken else self.due(now), limit)
             if not ids:
                 return []
             batch = self._lock_and_mark(ids, owner, lease, now)
@@ -212,6 +218,10 @@ def mark_claimed(rows: models.QuerySet, batch: list[Job], owner: str, lease: flo
     for job in batch:
         for name, value in changes.items():
             setattr(job, name, value)
+
+
+def _ids_in_claim_order(due: JobQuerySet, limit: int) -> list[int]:
+    return list(due.order_by(*CLAIM_ORDER).values_list("pk", flat=True)[:limit])
 
 
 def _claim_key(job: Job) -> tuple[int, datetime, int]:
