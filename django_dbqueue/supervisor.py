@@ -164,10 +164,8 @@ class Supervisor:
             proc = slot.process
             if slot.done or proc.is_alive():
                 continue
-            if proc.exitcode == 0 and (self.burst or self.signals):
-                slot.done = True
-                continue
-            if self.signals:
+            # Stopping: every exit is final. Burst: a clean exit means nothing is due.
+            if self.signals or (self.burst and proc.exitcode == 0):
                 slot.done = True
                 continue
             if not slot.restart_at:
