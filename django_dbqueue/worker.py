@@ -68,7 +68,6 @@ class Worker:
         self.slot = slot
         self.parent_stop = stop_event  # the supervisor's graceful-stop request
         self.processed = self.failed = 0
-        self._published = (0, 0)
         self.stopping = False
         self.forcing = False
         self.wake = threading.Event()
@@ -251,12 +250,10 @@ class Worker:
             with self.lock:
                 self.in_hand.popleft()
                 self.job_started = None
-            self.processed += 1
-            self.failed += outcome.status == "FAILED"
+            self._count(failed=outcome.status == "FAILED")
             if self.outcomes.due():
                 self.outcomes.flush()
         self.outcomes.flush()
-        self._publish_counts()
         self._give_back()
 
     def _flush_outcomes(self) -> None:
@@ -309,8 +306,11 @@ class Worker:
             )
         return requeued
 
-    def _publish_counts(self) -> None:
+    def _count(self, failed: bool) -> None:
+        # Shared with the supervisor after every job, not every batch: it tells
+        # a worker that died after doing work from a crash loop (supervisor.py).
+        self.processed += 1
+        self.failed += failed
         if self.counters is not None:
-            self.counters[2 * self.slot] += self.processed - self._published[0]
-            self.counters[2 * self.slot + 1] += self.failed - self._published[1]
-        self._published = (self.processed, self.failed)
+            self.counters[2 * self.slot] += 1
+            self.counters[2 * self.slot + 1] += failed
