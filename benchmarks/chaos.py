@@ -76,7 +76,10 @@ def environment(server: SandboxMariaDB, lease: float) -> dict[str, str]:
     return env
 
 
-def prepare(server: SandboxMariaDB, jobs: int, env: dict[str, str]) -> None:
+TASKS = {"record": "demo.tasks.record", "atomic": "demo.tasks.record_atomic"}
+
+
+def prepare(server: SandboxMariaDB, jobs: int, env: dict[str, str], task: str = "record") -> None:
     server.execute(f"DROP DATABASE IF EXISTS {DATABASE}")
     server.execute(f"CREATE DATABASE {DATABASE} CHARACTER SET utf8mb4")
     subprocess.run(
@@ -85,10 +88,7 @@ def prepare(server: SandboxMariaDB, jobs: int, env: dict[str, str]) -> None:
     conn = server.connect(DATABASE)
     with conn.cursor() as cursor:
         for start in range(0, jobs, 1000):
-            rows = [
-                ("demo.tasks.record", json.dumps([f"chaos-{i}"]))
-                for i in range(start, min(jobs, start + 1000))
-            ]
+            rows = [(TASKS[task], json.dumps([f"chaos-{i}"])) for i in range(start, min(jobs, start + 1000))]
             # A plain INSERT, as another language's producer would write it.
             cursor.executemany("INSERT INTO django_dbqueue_job (task_path, args) VALUES (%s, %s)", rows)
     conn.close()
@@ -120,6 +120,8 @@ class Driver:
     def kill_a_worker(self, supervisor: int) -> None:
         path = Path(f"/proc/{supervisor}/task/{supervisor}/children")
         children = [int(pid) for pid in path.read_text().split()] if path.exists() else []
+        # Worker processes only: the heartbeat process is named differently.
+        children = [pid for pid in children if _comm(pid) in ("dbqueue-worker", "")]
         if not children:
             return
         victim = random.choice(children)
@@ -197,6 +199,13 @@ class Driver:
                 supervisor.wait()
 
 
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def count(driver: Driver) -> None:
     """The figures, from the database itself."""
     figures, query = driver.figures, driver.query
@@ -238,11 +247,12 @@ def chaos(
     workers: int = 4,
     kill_every: float = 1.0,
     restart_at: float = 0.5,
-    lease: float = 5.0,
+    lease: float = 60.0,
     limit: float = 900.0,
+    task: str = "record",
 ) -> Figures:
     env = environment(server, lease)
-    prepare(server, jobs, env)
+    prepare(server, jobs, env, task)
     driver = Driver(server, Figures(jobs=jobs, workers=workers), log, env)
     driver.run(kill_every, restart_at, limit)
     count(driver)
@@ -254,7 +264,12 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--kill-every", type=float, default=1.0, help="mean seconds between SIGKILLs")
-    parser.add_argument("--lease", type=float, default=5.0, help="LEASE_SECONDS for the workers")
+    parser.add_argument(
+        "--lease", type=float, default=60.0, help="LEASE_SECONDS for the workers (default: the default)"
+    )
+    parser.add_argument(
+        "--task", choices=sorted(TASKS), default="record", help="atomic: the same insert as an atomic task"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args()
     server = SandboxMariaDB()
@@ -262,7 +277,9 @@ def main() -> int:
         server.install()
         server.start()
         log = server.root.parent / f"chaos-runqueue-{os.getpid()}.log"
-        figures = chaos(server, log, args.jobs, args.workers, args.kill_every, lease=args.lease)
+        figures = chaos(
+            server, log, args.jobs, args.workers, args.kill_every, lease=args.lease, task=args.task
+        )
     finally:
         server.destroy()
     if args.json:

@@ -21,12 +21,14 @@ def drain(
     batch: int | None = None,
     queues: tuple[str, ...] = ("default",),
     task_log: str | None = None,
+    prefilled: bool = False,
 ) -> dict:
     """Jobs per second from the first job's start to the last job's finish,
     as recorded in the rows (worker start-up is reported apart as wall time)."""
     from django.db import connections
 
-    fill(n)
+    if not prefilled:
+        fill(n)
     connections.close_all()
     args = [sys.executable, str(MANAGE), "runqueue", "--burst", "--processes", str(processes)]
     for queue in queues:

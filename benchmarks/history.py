@@ -75,12 +75,12 @@ def explain(queues: list[str], batch: int) -> list[str]:
     from django.utils import timezone
 
     from django_dbqueue.models import Job
-    from django_dbqueue.query import CLAIM_ORDER
+    from django_dbqueue.transitions import CLAIM_ORDER
 
     due = Job.objects.filter(status="READY", run_after__lte=timezone.now())
     plans = []
     for queue in queues:
-        read = due.filter(queue_name=queue).order_by(*CLAIM_ORDER)[:batch]
+        read = due.filter(queue_name=queue, concurrency_key=None).order_by(*CLAIM_ORDER)[:batch]
         plans.append(f"{queue}: {read.explain()}")
     return plans
 

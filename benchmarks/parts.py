@@ -8,6 +8,7 @@ import ceiling
 import drain as drain_part
 import enqueue as enqueue_part
 import history as history_part
+import limits as limits_part
 import shapes as shapes_part
 import tank as tank_part
 from common import median
@@ -128,3 +129,11 @@ def shapes(results: dict, sizes: dict) -> None:
             {"queues": len(queues), **{name: median(v) for name, v in figures.items()}, "rounds": figures}
         )
     results["shapes"] = plans
+
+
+def limits(results: dict, sizes: dict) -> None:
+    """What a limited key costs: one claim, and drains of 4 workers."""
+    row = limits_part.limits(sizes["limit_jobs"], sizes["history_samples"])
+    for drained in [row["drain_unlimited"], *row["drain_limited"]]:
+        _ran_once(results, drained["each_ran_once"])
+    results["limits"] = row

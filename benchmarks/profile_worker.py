@@ -13,9 +13,8 @@ def main() -> None:
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 5000
     common.configure()
     common.create_database()
-    from django.tasks import task_backends
-
     from demo.tasks import noop
+    from django_dbqueue.tasks_api import task_backends
     from django_dbqueue.worker import Worker
 
     profiler = cProfile.Profile()

@@ -148,6 +148,20 @@ def rows(r: dict) -> list[tuple]:
                 None,
             )
         )
+    out += _limit_rows(r.get("limits"))
+    return out
+
+
+def _limit_rows(limits: dict | None) -> list[tuple]:
+    """A limited key's cost, against the same work unlimited (in the ceiling column)."""
+    if not limits:
+        return []
+    claim = limits["claim_one_ms"]
+    plain = limits["drain_unlimited"]["jobs_per_s"]
+    out = [("claim of one job, limited key (ms)", claim["limited"], claim["unlimited"], None, None, None)]
+    for row in limits["drain_limited"]:
+        label = f"drain W=4, {row['keys']} key(s), limit {row['limit']} (jobs/s; vs unlimited)"
+        out.append((label, row["jobs_per_s"], plain, row["jobs_per_s"] / plain, None, None))
     return out
 
 

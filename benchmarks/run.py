@@ -17,14 +17,17 @@ import platform
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import datetime
+from datetime import timezone as dt_timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import common  # noqa: E402
 
-PARTS = ("drain", "enqueue", "tank", "history", "shapes", "batch")
+UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
+
+PARTS = ("drain", "enqueue", "tank", "history", "shapes", "batch", "limits")
 FULL = {
     "drain_jobs": 20_000,
     "drain_rounds": 3,
@@ -37,6 +40,7 @@ FULL = {
     "history_samples": 200,
     "shape_jobs": 20_000,
     "shape_rounds": 3,
+    "limit_jobs": 2_000,
 }
 QUICK = {
     "drain_jobs": 2_000,
@@ -50,6 +54,7 @@ QUICK = {
     "history_samples": 20,
     "shape_jobs": 2_000,
     "shape_rounds": 1,
+    "limit_jobs": 200,
 }
 
 

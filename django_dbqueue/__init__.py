@@ -3,7 +3,7 @@
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["bulk_enqueue"]
+__all__ = ["bulk_enqueue", "task"]
 
 
 def __getattr__(name: str) -> Any:
@@ -12,4 +12,8 @@ def __getattr__(name: str) -> Any:
         from .bulk import bulk_enqueue
 
         return bulk_enqueue
+    if name == "task":
+        from .decorator import task
+
+        return task
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,36 +2,84 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.apps import apps
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.tasks import Task, TaskResult
-from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.base import TaskError
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from .db import retry_on_conflict
+from .exceptions import TaskResultNotLoadable
 from .inserting import insert_job
+from .keys import check_key_options, resolve_key
 from .options import QueueOptions
 from .payload import encode_arguments
-from .retry import retry_on_conflict
-from .validation import task_module_allowed, validate_fields
+from .tasks_api import (
+    BaseTaskBackend,
+    InvalidTask,
+    Task,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    task_enqueued,
+)
+from .validation import check_arguments, task_module_allowed, validate_fields
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DatabaseTask(Task):
     """A django.tasks Task that also takes ``max_attempts`` and ``timeout``
     (seconds): ``@task(max_attempts=5, timeout=30)``. ``None`` means the
-    backend's MAX_ATTEMPTS and JOB_TIMEOUT."""
+    backend's MAX_ATTEMPTS and JOB_TIMEOUT. ``atomic=True`` runs the task's
+    body and its job's success in one transaction on the queue's database
+    (worker/atomic.py).
+
+    ``unique_key`` (README, "Unique jobs") and ``concurrency_key`` with
+    ``concurrency_limit`` (README, "Concurrency limits"): a string, or a
+    function of the call's arguments returning one; per call through
+    ``.using(unique_key=...)``."""
 
     max_attempts: int | None = None
     timeout: float | None = None
+    atomic: bool = False
+    unique_key: str | Callable[..., str] | None = None
+    on_duplicate: str = "return"  # or "raise": JobAlreadyQueued
+    concurrency_key: str | Callable[..., str] | None = None
+    concurrency_limit: int | None = None
+
+    def using(self, **changes: Any) -> Task:
+        ours = {name: changes.pop(name) for name in OWN_USING if changes.get(name) is not None}
+        task = Task.using(self, **changes)
+        return dataclasses.replace(task, **ours) if ours else task
+
+
+OWN_USING = ("unique_key", "on_duplicate", "concurrency_key", "concurrency_limit")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredTaskError(TaskError):
+    """A TaskError read from a job row. Django's ``exception_class`` imports
+    whatever module the path names, and importing runs code: here it
+    resolves only builtins and the modules a worker may run tasks from."""
+
+    allowed_modules: tuple[str, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def exception_class(self) -> type[BaseException]:
+        module = self.exception_class_path.rpartition(".")[0]
+        if module != "builtins" and not task_module_allowed(module, self.allowed_modules):
+            raise ValueError(
+                f"The exception class {self.exception_class_path!r} is not resolved: only "
+                "builtins and the modules of installed apps and OPTIONS ALLOWED_TASK_MODULES "
+                "are imported from a job row. Its path is in exception_class_path."
+            )
+        return TaskError.exception_class.fget(self)
 
 
 class DatabaseBackend(BaseTaskBackend):
@@ -58,7 +106,13 @@ class DatabaseBackend(BaseTaskBackend):
     def validate_task(self, task: Task) -> None:
         # Checked first so that a wrong type gets a message, not a TypeError.
         validate_fields(task, self.queues)
+        check_key_options(task)
         super().validate_task(task)
+        # A task module imported while apps load (a single-module app, an
+        # apps.py that imports its tasks) cannot ask the app registry yet:
+        # the module is checked at enqueue instead, which validates again.
+        if not apps.apps_ready:
+            return
         if not task_module_allowed(task.func.__module__, self.config.ALLOWED_TASK_MODULES):
             raise InvalidTask(
                 f"The task {task.module_path} is defined in {task.func.__module__}, which is not "
@@ -71,7 +125,23 @@ class DatabaseBackend(BaseTaskBackend):
         back with it; in autocommit mode a deadlocked INSERT is retried."""
         self.check_enqueue(task)
         job = self.build_job(task, args, kwargs, timezone.now())
-        retry_on_conflict(lambda: insert_job(job, self.database), self.database)
+        check_arguments(task, job.args, job.kwargs)
+        return self.insert(job, task)
+
+    def insert(self, job: Any, task: Task) -> TaskResult:
+        """Write one built job; with a unique key, the key's holder may come
+        back instead (and no ``task_enqueued`` is sent for it)."""
+        if job.unique_key is None:
+            retry_on_conflict(lambda: insert_job(job, self.database), self.database)
+        else:
+            from .unique import insert_or_holder
+
+            on_duplicate = getattr(task, "on_duplicate", "return")
+            holder = retry_on_conflict(
+                lambda: insert_or_holder(job, self.database, on_duplicate), self.database
+            )
+            if holder is not job:
+                return self.to_result(holder, task if holder.task_path == task.module_path else None)
         result = self.to_result(job, task)
         task_enqueued.send(type(self), task_result=result)
         return result
@@ -84,6 +154,10 @@ class DatabaseBackend(BaseTaskBackend):
         from .bulk import build_jobs, insert_jobs, results_for
 
         jobs = build_jobs(self, task, calls)
+        if any(job.unique_key is not None for job in jobs):
+            # Each key may meet a holder (another producer's, or an earlier
+            # call of this batch): one INSERT per job, each told apart.
+            return [self.insert(job, task) for job in jobs]
         insert_jobs(self, jobs, batch_size)
         return results_for(self, task, jobs)
 
@@ -94,10 +168,19 @@ class DatabaseBackend(BaseTaskBackend):
             raise ImproperlyConfigured(self.options_error)
         self.validate_task(task)
 
-    def build_job(self, task: Task, args: Any, kwargs: Any, now: datetime) -> Any:
-        """An unsaved Job for one call, its arguments checked as JSON."""
-        from .models import Job
+    def job_model(self) -> Any:
+        try:
+            from .models import Job
+        except RuntimeError as exc:  # Django: "... isn't in an application in INSTALLED_APPS"
+            raise ImproperlyConfigured(not_installed_message(self.alias)) from exc
+        return Job
 
+    def build_job(self, task: Task, args: Any, kwargs: Any, now: datetime, keys: bool = True) -> Any:
+        """An unsaved Job for one call, its arguments checked as JSON; with
+        its unique and concurrency keys unless ``keys`` is false."""
+        Job = self.job_model()
+        # Key functions get the call's own arguments, as the task function would.
+        call = call_keys(task, args, kwargs) if keys else {}
         args, kwargs = encode_arguments(args, kwargs, self.config.MAX_ARGUMENTS_BYTES)
         return Job(
             task_path=task.module_path,
@@ -108,23 +191,31 @@ class DatabaseBackend(BaseTaskBackend):
             run_after=task.run_after or now,
             max_attempts=getattr(task, "max_attempts", None) or self.config.MAX_ATTEMPTS,
             enqueued_at=now,
+            **call,
         )
 
     def get_result(self, result_id: str) -> TaskResult:
-        from .models import Job
-
+        Job = self.job_model()
         try:
             job = Job.objects.using(self.database).get(pk=int(result_id))
         except (ValueError, TypeError, Job.DoesNotExist):
             raise TaskResultDoesNotExist(f"No job with id {result_id!r}.") from None
-        return self.to_result(job)
+        try:
+            task = load_task(job.task_path)
+        except LookupError as exc:
+            raise TaskResultNotLoadable(
+                f"The job {job.pk} exists, but get_result() cannot return it without its task: {exc}"
+            ) from exc
+        return self.to_result(job, task)
 
     def to_result(self, job: Any, task: Task | None = None) -> TaskResult:
-        """The django.tasks view of a Job row."""
+        """The django.tasks view of a Job row. Its ``task`` is ``task`` (by
+        default the one the row's task path names) as the row has it: with
+        the row's priority, queue and run_after, as ``.using()`` made them."""
         if task is None:
             task = load_task(job.task_path)
         result = TaskResult(
-            task=task,
+            task=self._task_as_stored(task, job),
             id=str(job.pk),
             status=job.status,
             enqueued_at=job.enqueued_at,
@@ -135,9 +226,10 @@ class DatabaseBackend(BaseTaskBackend):
             kwargs=job.kwargs if isinstance(job.kwargs, dict) else {},
             backend=self.alias,
             errors=[
-                TaskError(
-                    exception_class_path=error.get("exception_class_path", ""),
-                    traceback=error.get("traceback", ""),
+                StoredTaskError(
+                    exception_class_path=str(error.get("exception_class_path", "")),
+                    traceback=str(error.get("traceback", "")),
+                    allowed_modules=self.config.ALLOWED_TASK_MODULES,
                 )
                 for error in job.errors or []
                 if isinstance(error, dict)
@@ -147,8 +239,36 @@ class DatabaseBackend(BaseTaskBackend):
         object.__setattr__(result, "_return_value", job.return_value)
         return result
 
+    def _task_as_stored(self, task: Task, job: Any) -> Task:
+        # enqueue() stores run_after=enqueued_at for a task without one.
+        run_after = None if job.run_after == job.enqueued_at else job.run_after
+        stored = {
+            "priority": job.priority,
+            "queue_name": job.queue_name,
+            "run_after": run_after,
+            "backend": self.alias,
+        }
+        if all(getattr(task, name) == value for name, value in stored.items()):
+            return task  # enqueue()'s own task: nothing to rebuild
+        # Not task.using(): that validates the task again, and a row may hold
+        # what validation refuses (a queue since removed from QUEUES, a row
+        # written by hand), yet its result must still be readable. Enqueueing
+        # this task again validates it then.
+        rebuilt = object.__new__(type(task))
+        for name in (f.name for f in dataclasses.fields(task)):
+            object.__setattr__(rebuilt, name, stored.get(name, getattr(task, name)))
+        return rebuilt
+
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         messages = list(super().check(**kwargs))
+        if not apps.is_installed("django_dbqueue"):
+            messages.append(
+                checks.Error(
+                    not_installed_message(self.alias),
+                    hint="Add 'django_dbqueue' to INSTALLED_APPS and run manage.py migrate.",
+                    id="django_dbqueue.E004",
+                )
+            )
         if self.options_error:
             messages.append(
                 checks.Error(
@@ -157,7 +277,45 @@ class DatabaseBackend(BaseTaskBackend):
                     id="django_dbqueue.E003",
                 )
             )
+        messages.extend(self._check_schedules())
         return messages
+
+    def _check_schedules(self) -> list[checks.CheckMessage]:
+        """A schedule whose task does not load, or whose arguments do not fit it."""
+        messages = []
+        for schedule in self.config.SCHEDULES:
+            try:
+                task = load_task(schedule.task, self.config.ALLOWED_TASK_MODULES)
+                self.validate_task(task)
+                check_arguments(task, schedule.args, schedule.kwargs)
+            except (LookupError, InvalidTask) as exc:
+                messages.append(
+                    checks.Error(
+                        f"The schedule {schedule.name!r} cannot enqueue its task: {exc}",
+                        hint=f"Fix TASKS[{self.alias!r}]['OPTIONS']['SCHEDULES'][{schedule.name!r}].",
+                        id="django_dbqueue.E005",
+                    )
+                )
+        return messages
+
+
+def call_keys(task: Task, args: Any, kwargs: Any) -> dict[str, Any]:
+    """The unique and concurrency keys of one call, as Job fields."""
+    keys: dict[str, Any] = {}
+    for name in ("unique_key", "concurrency_key"):
+        declared = getattr(task, name, None)
+        if declared is not None:
+            keys[name] = resolve_key(name, declared, args, kwargs)
+    if keys.get("concurrency_key") is not None:
+        keys["concurrency_limit"] = task.concurrency_limit
+    return keys
+
+
+def not_installed_message(alias: str) -> str:
+    return (
+        f"The task backend {alias!r} is a django_dbqueue DatabaseBackend, but 'django_dbqueue' "
+        "is not in INSTALLED_APPS, so its job table is neither migrated nor usable."
+    )
 
 
 def load_task(task_path: str, allowed: tuple[str, ...] | None = None) -> Task:
@@ -194,7 +352,7 @@ def load_task(task_path: str, allowed: tuple[str, ...] | None = None) -> Task:
 def _default_allowed() -> tuple[str, ...]:
     """Every database backend's ALLOWED_TASK_MODULES: a worker resolving a
     row does not know which backend enqueued it."""
-    from django.tasks import task_backends
+    from .tasks_api import task_backends
 
     allowed: list[str] = []
     for backend in task_backends.all():

@@ -13,13 +13,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections, transaction
-from django.tasks import Task, TaskResult
-from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
+from .db import retry_on_conflict
 from .inserting import insert_job, insert_rows, job_fields, prepared_values, rows_per_statement
 from .payload import encode_arguments
-from .retry import retry_on_conflict
+from .tasks_api import Task, TaskResult, task_enqueued
+from .validation import check_arguments
 
 if TYPE_CHECKING:
     from .backend import DatabaseBackend
@@ -56,15 +56,21 @@ def build_jobs(backend: DatabaseBackend, task: Task, calls: Iterable[Call]) -> l
     Only the arguments differ between the calls, so one Job is built the
     ordinary way and the others are shallow copies of it with their own
     (checked) arguments: building 20,000 models showed in the profile."""
+    from .backend import call_keys
+
     backend.check_enqueue(task)
     now = timezone.now()
-    template = backend.build_job(task, (), {}, now)
+    template = backend.build_job(task, (), {}, now, keys=False)
     limit, jobs = backend.config.MAX_ARGUMENTS_BYTES, []
+    keyed = any(getattr(task, name, None) is not None for name in ("unique_key", "concurrency_key"))
     for args, kwargs in calls:
         job = type(template).__new__(type(template))
         job.__dict__.update(template.__dict__)
         job._state = copy.copy(template._state)
         job.args, job.kwargs = encode_arguments(args, kwargs, limit)
+        check_arguments(task, job.args, job.kwargs)
+        if keyed:
+            job.__dict__.update(call_keys(task, args, kwargs))
         jobs.append(job)
     return jobs
 
@@ -84,6 +90,8 @@ def insert_jobs(backend: DatabaseBackend, jobs: list[Job], batch_size: int) -> N
     template = prepared_values(jobs[0], connection)
     names = [f.attname for f in job_fields()]
     args_at, kwargs_at = names.index("args"), names.index("kwargs")
+    # A concurrency key may differ from call to call (a function of the arguments).
+    key_at = names.index("concurrency_key") if jobs[0].concurrency_key is not None else None
     json_field = job_fields()[args_at]
     size = rows_per_statement(connection, batch_size)
     for start in range(0, len(jobs), size):
@@ -93,6 +101,8 @@ def insert_jobs(backend: DatabaseBackend, jobs: list[Job], batch_size: int) -> N
             row = list(template)
             row[args_at] = json_field.get_db_prep_save(job.args, connection)
             row[kwargs_at] = json_field.get_db_prep_save(job.kwargs, connection)
+            if key_at is not None:
+                row[key_at] = job.concurrency_key
             values.append(row)
 
         def write(chunk: list[Job] = chunk, values: list[list[Any]] = values) -> None:

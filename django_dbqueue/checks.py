@@ -8,9 +8,8 @@ from django.db import connections
 
 
 def _queue_databases(databases: Any) -> list[str]:
-    from django.tasks import task_backends
-
     from .backend import DatabaseBackend
+    from .tasks_api import task_backends
 
     used = {b.database for b in task_backends.all() if isinstance(b, DatabaseBackend)}
     return sorted(used & set(databases or ()))
@@ -47,17 +46,55 @@ def check_binlog_format(
         if connection.vendor != "mysql":
             continue
         with connection.cursor() as cursor:
-            cursor.execute("SELECT @@binlog_format")
-            (binlog_format,) = cursor.fetchone()
-        if str(binlog_format).upper() != "ROW":
-            warnings.append(
-                checks.Warning(
-                    f"The database {alias!r} has binlog_format={binlog_format}; statements "
-                    "that use SKIP LOCKED are unsafe for statement-based replication.",
-                    hint="Set binlog_format=ROW in the server's configuration (the default "
-                    "of MySQL 8). If this server is never replicated, silence "
-                    "django_dbqueue.W002 in SILENCED_SYSTEM_CHECKS.",
-                    id="django_dbqueue.W002",
-                )
+            cursor.execute("SELECT @@log_bin, @@binlog_format")
+            log_bin, binlog_format = cursor.fetchone()
+        warning = binlog_warning(alias, log_bin, binlog_format)
+        if warning is not None:
+            warnings.append(warning)
+    return warnings
+
+
+def binlog_warning(alias: str, log_bin: Any, binlog_format: Any) -> checks.Warning | None:
+    """W002 for the server variables read, or None. binlog_format only
+    matters while the binary log is written (``@@log_bin`` 1): MariaDB's
+    default is MIXED with the log off, and nothing is replicated then."""
+    if not int(log_bin or 0) or str(binlog_format).upper() == "ROW":
+        return None
+    return checks.Warning(
+        f"The database {alias!r} writes a binary log with binlog_format={binlog_format}; "
+        "statements that use SKIP LOCKED are unsafe for statement-based replication.",
+        hint="Set binlog_format=ROW in the server's configuration (the default of MySQL 8). "
+        "If this server is never replicated, silence django_dbqueue.W002 in "
+        "SILENCED_SYSTEM_CHECKS.",
+        id="django_dbqueue.W002",
+    )
+
+
+@checks.register(checks.Tags.database)
+def check_sql_contract(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """W005: the dbqueue_enqueue() procedure carries the QUEUES of its
+    installation; after QUEUES change it refuses or admits the wrong ones."""
+    from . import sql_contract
+
+    warnings: list[checks.CheckMessage] = []
+    for alias in _queue_databases(databases):
+        connection = connections[alias]
+        if connection.vendor != "mysql":
+            continue
+        installed = sql_contract.installed_queues(connection)
+        configured = sql_contract.config_for(alias).queues
+        if installed is None or set(installed) == set(configured):
+            continue
+        warnings.append(
+            checks.Warning(
+                f"The procedure {sql_contract.PROCEDURE}() on the database {alias!r} accepts the "
+                f"queues {', '.join(sorted(installed)) or 'of any name'}, but the task backends' QUEUES "
+                f"there are {', '.join(configured)}: SQL producers are refused a queue the workers "
+                "serve, or admitted to one they do not.",
+                hint=f"Run manage.py install_sql_contract --database {alias}.",
+                id="django_dbqueue.W005",
             )
+        )
     return warnings

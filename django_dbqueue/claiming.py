@@ -5,7 +5,8 @@ README.md, "Claim shapes"):
 
 - "candidates" (shape a): ``JobQuerySet.claim()``, for arbitrary filters: a
   plain read of candidate ids, then lock those by primary key. With one queue
-  the index (status, queue_name, -priority, run_after) serves the read in
+  the index (status, queue_name, concurrency_key, -priority, run_after),
+  with concurrency_key IS NULL, serves the read in
   claim order; it is the fastest shape there, so the worker uses it.
 - "locking-select" (shape b): one ``SELECT ... ORDER BY ... LIMIT ... FOR
   UPDATE SKIP LOCKED`` walking that index for one queue. A statement fewer,
@@ -16,23 +17,35 @@ README.md, "Claim shapes"):
   the first ``limit`` ids of each queue in index order (a UNION ALL of
   per-queue reads), Python merges them in claim order, and those ids are
   locked by primary key as in shape a.
+
+Shape c costs a UNION branch, and up to ``limit`` rows sent back, per queue:
+past PER_QUEUE_MAX queues the worker uses shape a with ``queue_name IN
+(...)`` instead, one sorted read whose cost follows the due backlog of those
+queues, not their number (``benchmarks/many_queues.py``; README, "Many
+queues").
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
-from django.db import connections, transaction
-from django.utils import timezone
+from django.db import connections
 
-from .query import CLAIM_ORDER, READY, _claimable, _lock_if_serialised, mark_claimed
-from .retry import retry_on_conflict
+from .db import DbNow, retry_on_conflict
+from .status import Status
+from .transitions import CLAIM_ORDER
 
 if TYPE_CHECKING:
     from .models import Job
-    from .query import JobQuerySet
+    from .transitions import JobQuerySet
 
 SHAPES = ("candidates", "locking-select", "per-queue")
+# Measured on MariaDB with claims of 200: per-queue costs about 10 ms plus
+# 1.3-2 ms per queue whatever the backlog; the single IN read about 20 ms at
+# 10,000 due jobs and 55 ms at 100,000 whatever the number of queues. They
+# cross near 10 queues at the first backlog and near 30 at the second.
+PER_QUEUE_MAX = 30
 
 
 def claim_from_queues(
@@ -45,8 +58,9 @@ def claim_from_queues(
     # Measured (README.md, "Claim shapes"): for one queue the candidates read (an
     # index-only read) then locking by primary key beat the single locking
     # select, which locks index and row entries and, under contention, steps
-    # over the other claimer's locked entries; for several queues per-queue won.
-    shape = shape or ("candidates" if len(queues) == 1 else "per-queue")
+    # over the other claimer's locked entries; for several queues per-queue
+    # won, until its one UNION branch per queue outweighed the single sort.
+    shape = shape or ("candidates" if len(queues) == 1 or len(queues) > PER_QUEUE_MAX else "per-queue")
     if shape == "candidates":
         filtered = (
             jobs.filter(queue_name__in=queues) if len(queues) > 1 else jobs.filter(queue_name=queues[0])
@@ -62,15 +76,9 @@ def claim_from_queues(
 
 
 def _locking_select(jobs: JobQuerySet, queue: str, owner: str, limit: int, lease: float) -> list[Job]:
-    now = timezone.now()
     rows = jobs.model._base_manager.using(jobs.db)
-    with transaction.atomic(using=jobs.db):
-        _lock_if_serialised(jobs.db, jobs.model._meta.db_table)
-        locked = rows.filter(status=READY, queue_name=queue, run_after__lte=now).order_by(*CLAIM_ORDER)
-        batch = _claimable(list(locked.select_for_update(skip_locked=True)[:limit]))
-        if batch:
-            mark_claimed(rows, batch, owner, lease, now)
-    return batch
+    ready = rows.filter(status=Status.READY, queue_name=queue, concurrency_key=None, run_after__lte=DbNow())
+    return jobs.lock_and_mark(ready.order_by(*CLAIM_ORDER), owner, lease, limit)
 
 
 def _per_queue(jobs: JobQuerySet, queues: list[str], owner: str, limit: int, lease: float) -> list[Job]:
@@ -86,3 +94,34 @@ def _merged_candidates(due: JobQuerySet, queues: list[str], limit: int) -> list[
         merged = [row for read in reads for row in read]  # SQLite: no LIMIT inside UNION
     # Claim order across queues: the key the index orders each queue by.
     return [row[0] for row in sorted(merged, key=lambda row: (-row[1], row[2], row[0]))[:limit]]
+
+
+class LimitedClaims:
+    """A worker's claims of jobs with a concurrency key (``claim_limited()``).
+
+    Ordinary claims exclude those jobs with ``concurrency_key IS NULL``,
+    which the claim index serves as an equality, so their cost does not
+    change. Limited jobs are looked for by a separate read when a claim
+    came back less than full, and at least every LOOK_EVERY seconds while
+    claims are full (so a stream of ordinary jobs cannot starve them);
+    after a look that found none, only every LOOK_EVERY seconds, so a queue
+    that never uses limits pays one small read a second, not one a claim.
+    """
+
+    LOOK_EVERY = 1.0
+
+    def __init__(self) -> None:
+        self.next_look = 0.0
+        self.found = False
+
+    def claim(self, jobs: JobQuerySet, queues: list[str], owner: str, room: int, lease: float) -> list[Job]:
+        """Up to ``room`` limited jobs (at most one per key), if it is time to look."""
+        now = time.monotonic()
+        if now < self.next_look and (room <= 0 or not self.found):
+            return []
+        self.next_look = now + self.LOOK_EVERY
+        keys = jobs.limited_keys(queues, max(room, 1))
+        self.found = bool(keys)
+        if not keys:
+            return []
+        return retry_on_conflict(lambda: jobs.claim_limited(owner, queues, keys, lease), jobs.db)

@@ -1,8 +1,9 @@
-from django.tasks.exceptions import InvalidTask
+from .tasks_api import InvalidTask, TaskResultDoesNotExist
 
 
 class InvalidTaskArguments(InvalidTask, TypeError):
-    """Arguments that cannot be stored as a job: not JSON, or too large."""
+    """Arguments that cannot be stored as a job (not JSON, or too large), or
+    that do not fit the task function's parameters."""
 
 
 class WorkerLost(Exception):
@@ -16,3 +17,29 @@ class JobNotRunnable(Exception):
 
 class JobTimeout(Exception):
     """Raised in a job that ran past its ``timeout``; it counts as a failed attempt."""
+
+
+class ResultNotStorable(Exception):
+    """A job's return value that cannot be stored (not JSON, nested too deep,
+    or larger than MAX_RETURN_BYTES); the job ends FAILED, since running it
+    again would return the same kind of value."""
+
+
+class WorkerStopped(Exception):
+    """Recorded as a job's error when its worker was stopped at once (a second
+    signal, or SIGQUIT) while running it; the attempt counts."""
+
+
+class TaskResultNotLoadable(TaskResultDoesNotExist):
+    """``get_result()`` found the job, but its task path names no task that
+    may be loaded (outside installed apps and ALLOWED_TASK_MODULES, not
+    importable, or not a ``@task``), so there is no Task for its result."""
+
+
+class JobAlreadyQueued(Exception):
+    """Enqueueing a task whose unique key an unfinished job already holds,
+    when the task chose ``on_duplicate="raise"``. ``job_id``: the holder."""
+
+    def __init__(self, message: str, job_id: str) -> None:
+        super().__init__(message)
+        self.job_id = job_id

@@ -2,16 +2,19 @@ from django.db import models
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from .query import JobQuerySet, WorkerQuerySet
+from .status import FINISHED, Status
+from .transitions import JobQuerySet, WorkerQuerySet
 
-
-class Status(models.TextChoices):
-    # The first four are django.tasks.TaskResultStatus's values.
-    READY = "READY", "Ready"
-    RUNNING = "RUNNING", "Running"
-    SUCCESSFUL = "SUCCESSFUL", "Successful"
-    FAILED = "FAILED", "Failed"
-    CANCELLED = "CANCELLED", "Cancelled"
+__all__ = [
+    "FINISHED",
+    "ConcurrencyLock",
+    "Dashboard",
+    "Job",
+    "PausedQueue",
+    "ScheduledRun",
+    "Status",
+    "Worker",
+]
 
 
 class Job(models.Model):
@@ -45,8 +48,21 @@ class Job(models.Model):
     last_attempted_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     return_value = models.JSONField(null=True, blank=True)
+    # The latest attempts' errors (payload.MAX_ERRORS), each with its
+    # exception class, traceback, time and worker.
     errors = models.JSONField(default=list, db_default=[], blank=True)
     worker_ids = models.JSONField(default=list, db_default=[], blank=True)
+    # Earlier runs, one summary each, written when a finished job is requeued
+    # (transitions.MAX_HISTORY of them), so that a requeued job starts clean.
+    history = models.JSONField(default=list, db_default=[], blank=True)
+    # Held only while the job is unfinished (READY or RUNNING): the transitions
+    # that finish a job clear it, so a unique index enforces "one unfinished job
+    # per key" without the partial index MySQL lacks (see unique.py).
+    unique_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
+    # At most concurrency_limit jobs of one concurrency_key RUNNING at once
+    # (limits.py); NULL for the ordinary job, which the usual claim takes.
+    concurrency_key = models.CharField(max_length=255, null=True, blank=True)
+    concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
 
@@ -55,10 +71,15 @@ class Job(models.Model):
             # Serves the claim: equality on status and queue, then the claim's
             # ORDER BY, so a claim reads about `limit` entries however many
             # finished jobs the table holds. MySQL has no partial indexes.
+            # concurrency_key sits between them: the usual claim asks for
+            # "concurrency_key IS NULL", an equality for the index, and the
+            # claim of a limited key reads that key's jobs in claim order.
             models.Index(
-                fields=["status", "queue_name", "-priority", "run_after"],
-                name="dbqueue_job_claim",
+                fields=["status", "queue_name", "concurrency_key", "-priority", "run_after"],
+                name="dbqueue_job_claim_key",
             ),
+            # Counting a key's RUNNING jobs, whatever their queue.
+            models.Index(fields=["concurrency_key", "status"], name="dbqueue_job_key_status"),
             # Lease recovery looks for RUNNING jobs whose lease ran out.
             models.Index(fields=["status", "lease_expires_at"], name="dbqueue_job_lease"),
             # The admin lists newest first, filtered by status, queue or task:
@@ -97,6 +118,59 @@ class Worker(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ScheduledRun(models.Model):
+    """One run of a schedule that was enqueued. The unique (schedule,
+    scheduled_at) pair is what makes every runqueue process on every host
+    enqueue each scheduled run exactly once (schedules.py)."""
+
+    schedule = models.CharField(max_length=200)
+    scheduled_at = models.DateTimeField()
+    enqueued_at = models.DateTimeField(default=timezone.now, db_default=Now())
+    # No foreign key: pruning finished jobs must not touch this table.
+    job_id = models.BigIntegerField(null=True, blank=True)
+    # A person's "run now": not a scheduled time, so it does not move the schedule on.
+    manual = models.BooleanField(default=False, db_default=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["schedule", "scheduled_at"], name="dbqueue_run_once"),
+        ]
+        # Each tick reads every schedule's latest scheduled (not manual) run:
+        # one index dive per schedule, however many runs are kept.
+        indexes = [models.Index(fields=["schedule", "manual", "scheduled_at"], name="dbqueue_run_last")]
+        permissions = [("run_schedule_now", "Can run a schedule now")]
+
+    def __str__(self) -> str:
+        return f"{self.schedule} at {self.scheduled_at:%Y-%m-%d %H:%M:%S}"
+
+
+class ConcurrencyLock(models.Model):
+    """One row per concurrency key, locked while a claimer counts that key's
+    running jobs and claims more, so claims of one key take turns while
+    claims of other keys, and of unlimited jobs, never wait for them."""
+
+    key = models.CharField(max_length=255, unique=True)
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class PausedQueue(models.Model):
+    """A queue no worker claims from while this row exists (pausing.py).
+    Jobs already claimed finish; deleting the row resumes the queue."""
+
+    queue_name = models.CharField(max_length=64, unique=True)
+    paused_at = models.DateTimeField(default=timezone.now)
+    paused_by = models.CharField(max_length=150, blank=True, default="")
+
+    class Meta:
+        default_permissions = ("view",)
+        permissions = [("pause_queue", "Can pause and resume queues")]
+
+    def __str__(self) -> str:
+        return self.queue_name
 
 
 class Dashboard(Job):

@@ -22,8 +22,9 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from .query import CANDIDATE_ROUNDS, _lock_if_serialised
-from .retry import retry_on_conflict
+from .db import lock_if_serialised as _lock_if_serialised
+from .db import retry_on_conflict
+from .transitions import CANDIDATE_ROUNDS
 
 DEFAULT_REVIEW_LEASE = 15 * 60.0
 

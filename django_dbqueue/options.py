@@ -1,6 +1,7 @@
 """The backend's ``OPTIONS``, parsed once into a typed, validated object."""
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -22,12 +23,19 @@ class QueueOptions:
     STATUS_INTERVAL: float = 5.0
     # Far below MariaDB's default max_allowed_packet (16 MiB) and MySQL's (64 MiB).
     MAX_ARGUMENTS_BYTES: int = 1_000_000
+    # The largest return value stored; a larger one fails its job (payload.py).
+    MAX_RETURN_BYTES: int = 1_000_000
     # Seconds a job may run before it counts as a failed attempt; None: no limit.
     JOB_TIMEOUT: float | None = None
     # Longest wait between reconnection attempts while the database is away.
     RECONNECT_BACKOFF_MAX: float = 5.0
     # Modules (or packages) besides installed apps whose tasks workers may run.
     ALLOWED_TASK_MODULES: tuple[str, ...] = ()
+    # Recurring jobs by name (schedules.py; README, "Recurring jobs").
+    SCHEDULES: tuple[Any, ...] = ()
+    # Days to keep finished jobs, per outcome; the heartbeat deletes older
+    # ones in small batches (retention.py). An outcome left out is kept.
+    RETENTION: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> "QueueOptions":
@@ -50,6 +58,12 @@ class QueueOptions:
 
 
 def _parse_one(name: str, kind: Any, value: Any) -> Any:
+    if name == "SCHEDULES":
+        from .schedules import parse_schedules
+
+        return parse_schedules(value)
+    if name == "RETENTION":
+        return _parse_retention(value)
     if kind == tuple[str, ...]:
         if isinstance(value, str) or not isinstance(value, (list, tuple)):
             raise ImproperlyConfigured(f"OPTIONS {name} must be a list of module paths, not {value!r}.")
@@ -70,3 +84,27 @@ def _parse_one(name: str, kind: Any, value: Any) -> Any:
             raise ImproperlyConfigured(f"OPTIONS {name} must be a whole number, not {value!r}.")
         return int(value)
     return float(value)
+
+
+OUTCOMES = ("SUCCESSFUL", "FAILED", "CANCELLED")
+
+
+def _parse_retention(value: Any) -> MappingProxyType:
+    """``{"SUCCESSFUL": 7, "FAILED": 30}``: days (above zero) per outcome."""
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(
+            f"OPTIONS RETENTION must be a dict of days per outcome, such as "
+            f'{{"SUCCESSFUL": 7, "FAILED": 30}}, not {value!r}.'
+        )
+    days = {}
+    for outcome, keep in value.items():
+        if outcome not in OUTCOMES:
+            raise ImproperlyConfigured(
+                f"OPTIONS RETENTION names {outcome!r}; the outcomes are {', '.join(OUTCOMES)}."
+            )
+        if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep < float("inf"):
+            raise ImproperlyConfigured(
+                f"OPTIONS RETENTION[{outcome!r}] must be a number of days above zero, not {keep!r}."
+            )
+        days[outcome] = float(keep)
+    return MappingProxyType(days)

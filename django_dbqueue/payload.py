@@ -1,19 +1,35 @@
-"""Checking what goes into a job row: JSON only, and not too much of it."""
+"""What goes into a job row, and its limits: JSON only, not too deep, not
+too big, and nothing the database would refuse.
+
+Everything a database would refuse is refused here, before the write, with
+a message naming the value: a refused write would otherwise cost a job its
+outcome, or (in a batched write) its batch-mates theirs.
+"""
 
 import json
 import math
 from typing import Any
 
-from .exceptions import InvalidTaskArguments
+from .exceptions import InvalidTaskArguments, ResultNotStorable
+
+# MariaDB's JSON validity check (the CHECK on every JSON column) refuses
+# more than 31 nested arrays or objects; the limit holds on every database
+# so that a job that can be stored on one can be stored on all.
+MAX_NESTING = 31
+# Tracebacks and error messages are kept to this many characters: the head
+# and the tail, with a marker saying how much was cut between them.
+MAX_ERROR_CHARS = 16_000
+# A job keeps the errors of its latest this-many attempts (see Job.errors).
+MAX_ERRORS = 10
 
 
 def encode_arguments(args: Any, kwargs: dict[str, Any], limit: int) -> tuple[list, dict]:
     """Return ``args`` and ``kwargs`` as plain JSON values, or raise
-    :class:`InvalidTaskArguments` naming the first value that is not JSON or
-    saying how far over ``limit`` (bytes) the encoded arguments are."""
-    args = _plain(list(args), "args")
-    kwargs = _plain(dict(kwargs), "kwargs")
-    size = len(json.dumps([args, kwargs], separators=(",", ":")).encode())
+    :class:`InvalidTaskArguments` naming the first value that cannot be
+    stored, or saying how far over ``limit`` (bytes) the encoded arguments are."""
+    args = _plain(list(args), "args", 0)
+    kwargs = _plain(dict(kwargs), "kwargs", 0)
+    size = encoded_size([args, kwargs], "The task's arguments")
     if size > limit:
         raise InvalidTaskArguments(
             f"The task's arguments take {size} bytes as JSON, more than the limit of "
@@ -23,16 +39,51 @@ def encode_arguments(args: Any, kwargs: dict[str, Any], limit: int) -> tuple[lis
     return args, kwargs
 
 
-def _plain(value: Any, where: str) -> Any:
+def check_return_value(value: Any, limit: int) -> tuple[Any, int]:
+    """The return value as stored and its size in bytes, or
+    :class:`ResultNotStorable` saying why it cannot be stored (not JSON,
+    nested too deep, over ``limit`` bytes)."""
+    if value is None:
+        return None, 4  # the common case, spared the walk and the encoding
+    try:
+        value = _plain(value, "The return value", 0)
+        size = encoded_size(value, "The return value")
+    except InvalidTaskArguments as exc:
+        raise ResultNotStorable(str(exc)) from None
+    if size > limit:
+        raise ResultNotStorable(
+            f"The return value takes {size} bytes as JSON, more than the limit of {limit} "
+            "(OPTIONS MAX_RETURN_BYTES). Store large results elsewhere and return a key to them."
+        )
+    return value, size
+
+
+def encoded_size(value: Any, what: str) -> int:
+    """Bytes ``value`` takes as stored (Django's JSONField escapes non-ASCII)."""
+    try:
+        return len(json.dumps(value, separators=(",", ":")))
+    except ValueError as exc:  # an int too long to print, say
+        raise InvalidTaskArguments(f"{what} cannot be stored as JSON: {exc}.") from None
+
+
+def _plain(value: Any, where: str, depth: int) -> Any:
     # Only types that come back from JSON unchanged: a tuple would come back
-    # as a list, an int key as a string, a datetime not at all.
+    # as a list, an int key as a string, a datetime not at all. Recursion is
+    # bounded by MAX_NESTING, so no value can raise RecursionError here.
     match value:
-        case bool() | int() | str() | None:
+        case bool() | int() | None:
             return value
+        case str():
+            return _text(value, where)
         case float() if math.isfinite(value):
             return value
+        case list() | tuple() | dict() if depth >= MAX_NESTING:
+            raise InvalidTaskArguments(
+                f"{where} is nested more than {MAX_NESTING} lists or dicts deep, "
+                "which the database cannot store as JSON."
+            )
         case list() | tuple():
-            return [_plain(item, f"{where}[{i}]") for i, item in enumerate(value)]
+            return [_plain(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
         case dict():
             for key in value:
                 if not isinstance(key, str):
@@ -40,12 +91,24 @@ def _plain(value: Any, where: str) -> Any:
                         f"{where} has the key {key!r} of type {type(key).__name__}; "
                         "JSON object keys must be strings."
                     )
-            return {key: _plain(item, f"{where}[{key!r}]") for key, item in value.items()}
+                _text(key, f"a key of {where}")
+            return {key: _plain(item, f"{where}[{key!r}]", depth + 1) for key, item in value.items()}
     raise InvalidTaskArguments(
         f"{where} is {_describe(value)}, which cannot be stored as JSON: use only "
         "str, int, float, bool, None, list and dict (pass an id or an ISO date string "
         "rather than an object)."
     )
+
+
+def _text(value: str, where: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidTaskArguments(
+            f"{where} holds {value[exc.start : exc.end]!r} at position {exc.start}, a lone "
+            "surrogate that is not valid Unicode, so the database cannot store it."
+        ) from None
+    return value
 
 
 def _describe(value: Any) -> str:
@@ -54,9 +117,19 @@ def _describe(value: Any) -> str:
     return f"a {type(value).__module__}.{type(value).__qualname__}"
 
 
-def check_return_value(value: Any) -> Any:
-    """The return value as stored, or :class:`InvalidTaskArguments` if it is not JSON."""
-    return _plain(value, "The return value")
+def bounded_text(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``text`` cut to about ``limit`` characters, keeping its head and its
+    tail (where a traceback names the error), with a marker between them;
+    lone surrogates are replaced so that the database can store it."""
+    if len(text) > limit:
+        keep = (limit - 100) // 2
+        text = f"{text[:keep]}\n[… {len(text) - 2 * keep} characters cut …]\n{text[-keep:]}"
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def bounded_errors(errors: list, new: dict[str, str]) -> list:
+    """``errors`` with ``new`` appended, keeping the latest MAX_ERRORS."""
+    return [*errors, new][-MAX_ERRORS:]
 
 
 def as_list(value: Any) -> list:

@@ -1,8 +1,9 @@
 """Tasks in a module that is not an installed app: runnable only when
 OPTIONS ALLOWED_TASK_MODULES names it."""
 
-from django.tasks import task
 from django.test import override_settings
+
+from django_dbqueue.tasks_api import task
 
 # Defining a task validates it against the backend, whose allow-list must
 # already name this module.

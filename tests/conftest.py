@@ -121,9 +121,11 @@ class Runqueue:
         except subprocess.TimeoutExpired:
             raise AssertionError(f"runqueue did not exit in {timeout}s:\n{self.output()[-3000:]}") from None
 
-    def children(self) -> list[int]:
+    def children(self, kind: str = "dbqueue-worker") -> list[int]:
+        """The supervisor's worker processes (``kind="dbqueue-heartbt"``: its heartbeat)."""
         path = Path(f"/proc/{self.pid}/task/{self.pid}/children")
-        return [int(pid) for pid in path.read_text().split()] if path.exists() else []
+        pids = [int(pid) for pid in path.read_text().split()] if path.exists() else []
+        return [pid for pid in pids if _comm(pid) == kind]
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -133,6 +135,13 @@ class Runqueue:
                 pass
             self.proc.wait(10)
         self._out.close()
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ def _free_port() -> int:
 
 
 class SandboxMariaDB:
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, *, events: bool = False) -> None:
         self.root = Path(root or tempfile.mkdtemp(prefix="dbqueue-mariadb-"))
         self.datadir = self.root / "data"
         self.socket = self.root / "mariadb.sock"
@@ -43,6 +43,9 @@ class SandboxMariaDB:
         # As root, mariadbd must drop to the mysql user, which must own the files.
         self.as_root = os.geteuid() == 0
         self.user_args = ["--user=mysql"] if self.as_root else []
+        # The event scheduler needs the grant tables (--skip-grant-tables
+        # disables it); root@127.0.0.1 has no password either way.
+        self.server_args = ["--event-scheduler=ON"] if events else ["--skip-grant-tables"]
 
     def install(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -79,7 +82,7 @@ class SandboxMariaDB:
                 f"--socket={self.socket}",
                 f"--pid-file={self.root / 'mariadb.pid'}",
                 f"--log-error={self.log}",
-                "--skip-grant-tables",
+                *self.server_args,
                 "--binlog-format=ROW",
                 "--innodb-buffer-pool-size=128M",
                 "--max-connections=200",

@@ -1,5 +1,6 @@
 """Admin actions on jobs: what they change, what they skip, who may run them."""
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -63,7 +64,7 @@ def test_run_now_clears_a_future_run_after_only(operator):
     response = act(operator, "run_now", [waiting, due, finished])
 
     assert messages_of(response) == [
-        "Made due now 1 job. Skipped 2 jobs (1 successful, 1 ready and already due): "
+        "Made due now 1 job. Skipped 2 jobs (1 ready and already due, 1 successful): "
         "only ready jobs waiting for a later time can be made due."
     ]
     assert Job.objects.get(pk=waiting.pk).run_after <= timezone.now()
@@ -163,3 +164,118 @@ def test_staff_without_job_permissions_cannot_open_the_dashboard(client):
 
     assert client.get(DASHBOARD).status_code == 403
     assert client.get(CHANGELIST).status_code == 403
+
+
+def test_the_dashboard_shows_workers_only_to_whoever_may_open_the_workers_list(client):
+    from django_dbqueue.models import Worker
+
+    job()
+    Worker.objects.create(name="web-7:4242:0", host="web-7", pid=4242, queues=["default"])
+    workers = "/admin/django_dbqueue/worker/"
+
+    client.force_login(staff("viewer", "view_job"))
+    dashboard = client.get(DASHBOARD)
+    assert dashboard.status_code == 200 and dashboard.context["queues"]
+    assert b"web-7" not in dashboard.content and b"4242" not in dashboard.content
+    assert b"Workers are shown to users who may view workers." in dashboard.content
+    assert client.get(workers).status_code == 403
+
+    client.force_login(staff("operator", "view_job", "view_worker"))
+    dashboard = client.get(DASHBOARD)
+    assert b"web-7" in dashboard.content and b"4242" in dashboard.content
+    assert client.get(workers).status_code == 200
+
+
+def page_buttons(client, target: Job) -> list[str]:
+    html = client.get(f"{CHANGELIST}{target.pk}/change/").content.decode()
+    return re.findall(r'<button type="submit" name="action" value="(\w+)">', html)
+
+
+def test_the_job_page_offers_the_actions_that_apply_and_the_user_may_run(operator, client):
+    failed = job(status="FAILED", finished_at=timezone.now())
+    waiting = job(run_after=timezone.now() + timedelta(hours=1))
+    due = job()
+    running = job(status="RUNNING", owner="w1")
+
+    assert page_buttons(operator, failed) == ["requeue"]
+    assert page_buttons(operator, waiting) == ["cancel", "run_now"]
+    assert page_buttons(operator, due) == ["cancel"]
+    assert page_buttons(operator, running) == []
+
+    page = operator.post(f"{CHANGELIST}{failed.pk}/actions/requeue/", follow=True)
+    assert page.redirect_chain[-1][0] == f"{CHANGELIST}{failed.pk}/change/"
+    assert messages_of(page) == ["Requeued 1 job."]
+    assert Job.objects.get(pk=failed.pk).status == "READY"
+    operator.post(f"{CHANGELIST}{waiting.pk}/actions/run_now/")
+    assert Job.objects.get(pk=waiting.pk).run_after <= timezone.now()
+    operator.post(f"{CHANGELIST}{due.pk}/actions/cancel/")
+    assert Job.objects.get(pk=due.pk).status == "CANCELLED"
+    assert operator.get(f"{CHANGELIST}{due.pk}/actions/requeue/").status_code == 405
+    assert operator.post(f"{CHANGELIST}{due.pk}/actions/delete_selected/").status_code == 403
+    assert operator.post(f"{CHANGELIST}999999/actions/cancel/").status_code == 302
+
+
+def test_the_job_page_refuses_actions_the_user_may_not_run(client):
+    failed = job(status="FAILED")
+    ready = job()
+    client.force_login(staff("requeuer", "view_job", "requeue_job"))
+
+    assert page_buttons(client, failed) == ["requeue"]
+    assert page_buttons(client, ready) == [], "no cancel button without cancel_job"
+    assert client.post(f"{CHANGELIST}{ready.pk}/actions/cancel/").status_code == 403
+    assert client.post(f"{CHANGELIST}{ready.pk}/actions/run_now/").status_code == 403
+    assert Job.objects.get(pk=ready.pk).status == "READY"
+
+    client.force_login(staff("blind", "requeue_job"))
+    assert client.post(f"{CHANGELIST}{failed.pk}/actions/requeue/").status_code == 403, "no view_job"
+    assert Job.objects.get(pk=failed.pk).status == "FAILED"
+
+
+def test_every_action_is_in_the_admin_log_with_who_what_and_when(operator):
+    from django.contrib.admin.models import CHANGE, DELETION, LogEntry
+
+    failed = job(status="FAILED")
+    cancelled = job(status="CANCELLED")
+    running = job(status="RUNNING", owner="w1")
+    ready = job()
+    start = timezone.now()
+
+    act(operator, "requeue", [failed, cancelled, running])
+    operator.post(f"{CHANGELIST}{ready.pk}/actions/cancel/")
+    act(operator, "delete_selected", [ready], post="yes")
+
+    entries = LogEntry.objects.order_by("pk")
+    assert [(e.object_id, e.action_flag, e.get_change_message()) for e in entries] == [
+        (str(failed.pk), CHANGE, "Requeued (was FAILED)."),
+        (str(cancelled.pk), CHANGE, "Requeued (was CANCELLED)."),
+        (str(ready.pk), CHANGE, "Cancelled (was READY)."),
+        (str(ready.pk), DELETION, ""),
+    ], "the running job was skipped, so it has no entry"
+    assert {e.user.username for e in entries} == {"operator"}
+    assert all(e.action_time >= start - timedelta(seconds=1) for e in entries)
+    assert {e.content_type.model_class() for e in entries} == {Job}
+    history = operator.get(f"{CHANGELIST}{failed.pk}/history/").content.decode()
+    assert "Requeued (was FAILED)." in history and "operator" in history
+
+
+def test_a_big_selection_is_changed_and_logged_chunk_by_chunk(operator, monkeypatch):
+    from django.contrib.admin.models import LogEntry
+
+    from django_dbqueue.admin import actions
+
+    monkeypatch.setattr(actions, "CHUNK", 4)
+    Job.objects.bulk_create([Job(task_path="demo.tasks.add", status="FAILED") for _ in range(10)])
+    job()
+
+    page = operator.post(
+        CHANGELIST,
+        {"action": "requeue", "select_across": "1", "index": "0", "_selected_action": ["0"]},
+        follow=True,
+    )
+
+    assert messages_of(page) == [
+        "Requeued 10 jobs. Skipped 1 job (1 ready): "
+        "only failed, cancelled or successful jobs can be requeued."
+    ]
+    assert Job.objects.filter(status="READY").count() == 11
+    assert LogEntry.objects.count() == 10

@@ -2,6 +2,7 @@
 live server on MariaDB. Screenshots land in test-output/screenshots/."""
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from datetime import timedelta
@@ -137,17 +138,31 @@ def test_operator_filters_failed_jobs_requeues_them_and_opens_the_dashboard(brow
     page.goto(f"{live_server.url}/admin/django_dbqueue/job/{failed[0].pk}/change/")
     assert page.locator("text=Attempt 1 failed with ValueError").count() == 1
     assert page.locator("pre.dbqueue-traceback").count() == 2
+    content = page.inner_text("#content")
+    assert not re.search(r"\d{4}-\d\d-\d\dT\d|a\.m\.|p\.m\.", content), "one date format"
+    assert len(re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", content)) == 9, "6 events, run after, 2 errors"
+    buttons = page.locator(".object-tools button")
+    assert buttons.all_inner_texts() == ["REQUEUE"], "a failed job can be requeued, not cancelled"
     shoot(page, "job-detail")
+    page.locator(".object-tools").screenshot(path=str(SCREENSHOTS / "job-buttons.png"))
+    buttons.first.click()
+    page.wait_for_selector(".messagelist")
+    assert page.inner_text(".messagelist") == "Requeued 1 job."
+    assert "READY" in page.inner_text(".field-status_badge")
+    assert page.locator(".object-tools button").all_inner_texts() == ["CANCEL"]
+    page.click("text=History")
+    assert "Requeued (was FAILED)." in page.inner_text("#change-history")
+    shoot(page, "job-history", full_page=False)
 
     page.goto(f"{live_server.url}/admin/django_dbqueue/job/")
     page.locator("#changelist-filter").get_by_role("link", name="Failed", exact=True).click()
     page.wait_for_url("**status__exact=FAILED**")
-    assert page.locator("#result_list tbody tr").count() == 3
+    assert page.locator("#result_list tbody tr").count() == 2, "one was requeued from its page"
     page.check("#action-toggle")
     page.select_option("select[name=action]", "requeue")
     page.click("button[name=index]")
     page.wait_for_selector(".messagelist")
-    assert "Requeued 3 jobs." in page.inner_text(".messagelist")
+    assert "Requeued 2 jobs." in page.inner_text(".messagelist")
     assert set(Job.objects.filter(pk__in=[j.pk for j in failed]).values_list("status", flat=True)) == {
         "READY"
     }
@@ -159,7 +174,20 @@ def test_operator_filters_failed_jobs_requeues_them_and_opens_the_dashboard(brow
     default_row = page.locator(".dbqueue-queues tbody tr", has_text="default").inner_text().split()
     assert default_row[:6] == ["default", "5", "0", "0", "0", "0"], "the 3 requeued jobs are READY now"
     assert "web-1" in page.inner_text(".dbqueue-workers")
+    # One scale: the busiest minute of "email" and of all queues reach the same height.
+    heights = page.locator("svg.dbqueue-chart").evaluate_all(
+        "charts => charts.map(c => Math.max(0, ...[...c.querySelectorAll('rect')]"
+        ".map(r => r.getBBox().height)))"
+    )
+    assert heights[0] == 0 and heights[1] == heights[3] > 0, heights
+    assert page.locator("svg.dbqueue-chart").first.locator("text").all_text_contents()[-1] == "now"
     shoot(page, "dashboard")
+
+    page.goto(f"{live_server.url}/admin/django_dbqueue/worker/")
+    row = page.inner_text("#result_list tbody tr")
+    assert "default, email, slow" in row and "[" not in row, "queues as text, not JSON"
+    assert len(re.findall(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", row)) == 2
+    shoot(page, "workers", full_page=False)
 
 
 def test_two_moderators_claiming_at_once_get_disjoint_posts(browser, live_server):
@@ -189,3 +217,98 @@ def test_two_moderators_claiming_at_once_get_disjoint_posts(browser, live_server
     assert not alice & bob
     assert set(Post.objects.filter(claimed_by="alice").values_list("pk", flat=True)) == alice
     assert set(Post.objects.filter(claimed_by="bob").values_list("pk", flat=True)) == bob
+
+
+def test_the_job_list_fits_a_1366_px_screen_with_the_sidebar_open(browser, live_server):
+    User.objects.create_superuser("admin", password="pw")
+    sample_jobs()
+    Job.objects.create(
+        task_path="demo.tasks.a_rather_long_module_name.with_a_long_task_function_name",
+        queue_name="notifications-high-priority",
+        status="RUNNING",
+        owner="worker-host-0042.eu-west-1.compute.internal:123456:3",
+    )
+    context = browser.new_context(viewport={"width": 1366, "height": 768})
+    page = context.new_page()
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/django_dbqueue/job/")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", "pw")
+    page.click("input[type=submit]")
+    page.wait_for_selector("#result_list")
+    assert page.locator("#nav-sidebar").is_visible(), "the navigation sidebar is open, as for a new user"
+    shoot(page, "changelist-1366", full_page=False)
+
+    # Django's changelist scrolls the table inside its .results box rather
+    # than the page: that box must not need to scroll.
+    overflow = page.evaluate(
+        """() => {
+            const box = document.querySelector('#changelist .results');
+            return {results: box.scrollWidth - box.clientWidth,
+                    page: document.documentElement.scrollWidth - window.innerWidth};
+        }"""
+    )
+    assert overflow == {"results": 0, "page": 0}, overflow
+    spilling = page.evaluate(
+        "() => [...document.querySelectorAll('#result_list td, #result_list th')]"
+        ".filter(cell => cell.scrollWidth > cell.clientWidth + 1).map(cell => cell.className)"
+    )
+    assert spilling == [], "no cell's text runs into the next one"
+    right = page.evaluate(
+        "() => document.querySelector('#changelist .results').getBoundingClientRect().right"
+    )
+    for column in ("task", "queue", "status_and_attempts", "priority", "due", "held_by", "age"):
+        cell = page.locator(f"#result_list td.field-{column}").first.bounding_box()
+        assert cell["x"] + cell["width"] <= right + 0.5, column
+    context.close()
+
+
+def test_a_moderator_claims_n_posts_and_cannot_change_anothers(browser, live_server):
+    Post.objects.bulk_create([Post(author=f"user{i}", body=f"Is this spam? #{i}") for i in range(12)])
+    for name in ("alice", "bob"):
+        user = User.objects.create_user(name, password="pw", is_staff=True)
+        user.user_permissions.set(Permission.objects.filter(codename__in=["view_post", "change_post"]))
+    alice = new_page(browser, live_server.url, "alice")
+    alice.goto(f"{live_server.url}/admin/moderation/post/")
+    button = alice.locator("form.dbqueue-claim button")
+    assert button.inner_text() == "CLAIM NEXT 10 FOR ME"
+
+    alice.fill("#dbqueue-claim-n", "3")
+    assert button.inner_text() == "CLAIM NEXT 3 FOR ME"
+    alice.fill("#dbqueue-claim-n", "250")
+    assert button.inner_text() == "CLAIM NEXT 100 FOR ME", "the server claims at most 100"
+    alice.fill("#dbqueue-claim-n", "3")
+    shoot(alice, "moderation-claim-n", full_page=False)
+    button.click()
+    alice.wait_for_url("**claimed=mine")
+    assert alice.locator("#result_list tbody tr").count() == 3
+    assert "Claimed 3 posts for you" in alice.inner_text(".messagelist")
+    held = Post.objects.filter(claimed_by="alice").order_by("pk").first()
+
+    bob = new_page(browser, live_server.url, "bob")
+    bob.goto(f"{live_server.url}/admin/moderation/post/{held.pk}/change/")
+    assert "is being reviewed by alice until" in bob.inner_text(".messagelist")
+    assert bob.locator("input[name=_save]").count() == 0
+    assert bob.locator("textarea[name=body]").count() == 0, "read-only for bob"
+    shoot(bob, "moderation-held-by-another", full_page=False)
+
+    alice.goto(f"{live_server.url}/admin/moderation/post/{held.pk}/change/")
+    assert alice.locator("textarea[name=body]").count() == 1, "alice may edit what she holds"
+    assert alice.locator("input[name=claimed_by]").count() == 0, "but not the claim itself"
+    assert "alice" in alice.inner_text(".field-claimed_by")
+    shoot(alice, "moderation-own-claim", full_page=False)
+
+
+def test_staff_who_may_only_view_jobs_see_the_dashboard_without_workers(browser, live_server):
+    viewer = User.objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.set(Permission.objects.filter(codename="view_job"))
+    sample_jobs()
+    page = new_page(browser, live_server.url, "viewer")
+
+    page.goto(f"{live_server.url}/admin/django_dbqueue/job/dashboard/")
+    assert page.locator(".dbqueue-queues tbody tr").count() == 3
+    assert page.locator(".dbqueue-workers").count() == 0
+    body = page.inner_text("#content")
+    assert "web-1" not in body and "4242" not in body
+    assert "Workers are shown to users who may view workers." in body
+    shoot(page, "dashboard-view-only", full_page=False)
+    assert page.goto(f"{live_server.url}/admin/django_dbqueue/worker/").status == 403

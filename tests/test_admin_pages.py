@@ -8,8 +8,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_dbqueue.admin_display import timeline
-from django_dbqueue.dashboard import queue_stats
+from django_dbqueue.admin import display as show
+from django_dbqueue.admin.dashboard import queue_stats
+from django_dbqueue.admin.display import timeline, timestamp
 from django_dbqueue.models import Job, Worker
 from tests.admin_helpers import CHANGELIST, DASHBOARD, job
 
@@ -28,11 +29,11 @@ def test_changelist_columns_badges_and_newest_first(admin_client):
     html = page.content.decode()
     assert '<span class="dbqueue-badge dbqueue-failed">FAILED</span>' in html
     assert '<span class="dbqueue-badge dbqueue-ready">READY</span>' in html
-    assert "2 / 3" in html
+    assert '<span class="dbqueue-attempts" title="attempts">2 / 3</span>' in html
     headers = [str(h["text"]).lower() for h in page.context["result_headers"][1:]]  # [0]: the checkbox
     assert headers == [
-        *("id", "task path", "queue", "status", "priority"),
-        *("attempts", "run after", "owner", "age"),
+        *("id", "task path", "queue", "status, attempts"),
+        *("priority", "run after", "owner", "age"),
     ]
 
 
@@ -76,6 +77,34 @@ def test_changelist_never_counts_the_whole_table(admin_client):
     # One capped count per page: COUNT over a sub-select with a LIMIT.
     assert len(counts) == 2
     assert all("LIMIT" in sql.upper() for sql in counts), counts
+
+
+def selected_columns(sql: str) -> set[str]:
+    """The job columns a SELECT reads, by name, whatever the quoting."""
+    head = sql[: sql.upper().index(" FROM ")]
+    return set(re.findall(r'django_dbqueue_job["`]?\.["`]?(\w+)', head))
+
+
+def test_the_job_list_reads_only_the_columns_it_shows(admin_client):
+    big = "x" * 100_000
+    for i in range(30):
+        job(args=[big], kwargs={"k": big}, return_value=big, errors=[{"traceback": big}], worker_ids=[i])
+
+    with CaptureQueriesContext(connection) as queries:
+        page = admin_client.get(CHANGELIST)
+
+    assert len(page.context["cl"].result_list) == 30
+    [listing] = [q["sql"] for q in queries if "task_path" in q["sql"] and "DISTINCT" not in q["sql"]]
+    assert selected_columns(listing) == {
+        *("id", "task_path", "queue_name", "status", "priority"),
+        *("attempts", "max_attempts", "run_after", "owner", "enqueued_at"),
+    }
+    assert len(page.content) < 60_000
+    # No column is fetched row by row later: one job or thirty, same queries.
+    Job.objects.exclude(pk=Job.objects.order_by("pk").first().pk).delete()
+    with CaptureQueriesContext(connection) as one:
+        admin_client.get(CHANGELIST)
+    assert len(one) == len(queries)
 
 
 def test_detail_page_shows_pretty_arguments_errors_and_timeline(admin_client):
@@ -193,7 +222,7 @@ def test_queue_stats_takes_any_queryset():
 
 
 def test_past_the_cap_the_count_is_the_databases_estimate_and_says_so(admin_client, monkeypatch):
-    from django_dbqueue import paginator
+    from django_dbqueue.admin import paginator
 
     monkeypatch.setattr(paginator, "CAP", 3)
     Job.objects.bulk_create([Job(task_path="demo.tasks.noop", status="FAILED") for _ in range(8)])
@@ -206,3 +235,160 @@ def test_past_the_cap_the_count_is_the_databases_estimate_and_says_so(admin_clie
     assert many.context["cl"].paginator.estimated is True
     assert many.context["cl"].result_count >= 4
     assert b"about " in many.content and b"about " not in few.content
+
+
+@pytest.mark.parametrize("term", ["²", "٣", "①", "12³", "99999999999999999999999999"])
+def test_search_with_digits_that_are_not_an_id_is_a_text_search(admin_client, term):
+    by_args = job(args=[f"power {term}"])
+    job(args=["something else"])
+
+    page = admin_client.get(CHANGELIST, {"q": term})
+
+    assert page.status_code == 200
+    found = {j.pk for j in page.context["cl"].result_list}
+    assert found == ({by_args.pk} if not term.isascii() else set())
+
+
+def visible_text(html: str) -> str:
+    """What a reader sees: tags (and so attributes) removed, spaces collapsed."""
+    return " ".join(re.sub(r"<[^>]+>", " ", html.replace("<wbr>", "")).split())
+
+
+ONE_FORMAT = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+
+
+def assert_one_date_format(text: str) -> list[str]:
+    assert not re.search(r"\d{4}-\d\d-\d\dT\d", text), "no raw ISO dates"
+    assert not re.search(
+        r"\b(a\.m\.|p\.m\.|midnight|noon|Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\b", text
+    )
+    return re.findall(ONE_FORMAT, text)
+
+
+def test_the_job_page_shows_every_date_in_one_format_and_worker_ids_as_text(admin_client):
+    now = timezone.now()
+    failed = job(
+        status="RUNNING",
+        owner="web-2:7:1",
+        attempts=2,
+        enqueued_at=now - timedelta(minutes=5),
+        started_at=now - timedelta(minutes=4),
+        run_after=now - timedelta(minutes=5),
+        lease_expires_at=now + timedelta(minutes=1),
+        worker_ids=["web-1:4242:0", "web-2:7:1"],
+        errors=[error("builtins.ValueError", "Traceback: first", now - timedelta(minutes=3), "web-1:4242:0")],
+    )
+
+    text = visible_text(admin_client.get(f"{CHANGELIST}{failed.pk}/change/").content.decode())
+
+    dates = assert_one_date_format(text)
+    # Enqueued, started, the failure (timeline and error), run after, lease.
+    assert len(dates) == 6, dates
+    assert "Run after: " + timestamp(failed.run_after) in text
+    assert "Lease expires at: " + timestamp(failed.lease_expires_at) in text
+    assert "Workers: web-1:4242:0, web-2:7:1" in text
+    assert "[" not in text.split("Workers:")[1].split("Call")[0], "not shown as JSON"
+
+
+def test_the_job_list_dashboard_and_worker_list_use_the_same_date_format(admin_client):
+    job(run_after=timezone.now() + timedelta(hours=1))
+    Worker.objects.create(name="web-1:4242:0", host="web-1", pid=4242, queues=["default", "email"])
+
+    listing = visible_text(admin_client.get(CHANGELIST).content.decode())
+    dashboard = visible_text(admin_client.get(DASHBOARD).content.decode())
+    workers = visible_text(admin_client.get("/admin/django_dbqueue/worker/").content.decode())
+
+    assert len(assert_one_date_format(listing)) == 1
+    assert len(assert_one_date_format(dashboard)) == 2, "started and last seen"
+    assert len(assert_one_date_format(workers)) == 2
+    assert "default, email" in workers and '["default"' not in workers
+    assert "default, email" in dashboard
+
+
+def bar_heights(svg: str) -> list[float]:
+    return [float(h) for h in re.findall(r'<rect [^>]*height="([\d.]+)"', svg)]
+
+
+def test_every_chart_shares_one_scale_and_has_an_axis(admin_client):
+    finished = timezone.now() - timedelta(minutes=3)
+    Job.objects.bulk_create(
+        [
+            Job(task_path="demo.tasks.add", queue_name="busy", status="SUCCESSFUL", finished_at=finished)
+            for _ in range(543)
+        ]
+    )
+    job(queue_name="quiet", status="SUCCESSFUL", finished_at=finished)
+
+    page = admin_client.get(DASHBOARD)
+
+    stats = {q.name: q for q in page.context["queues"]}
+    busy, quiet, total = str(stats["busy"].chart), str(stats["quiet"].chart), str(page.context["total"].chart)
+    assert {stats["busy"].scale, stats["quiet"].scale, page.context["total"].scale} == {600}
+    [tall], [short], [all_of_them] = bar_heights(busy), bar_heights(quiet), bar_heights(total)
+    assert short == pytest.approx(tall / 543, abs=0.05), "1 job is 1/543 as tall as 543 jobs"
+    assert all_of_them == pytest.approx(tall * 544 / 543, abs=0.05)
+    for svg in (busy, quiet, total):
+        labels = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+        assert labels == ["600", "0", "60 min ago", "30 min", "now"]
+        assert svg.count("<line") == 3, "a y axis, a time axis and a gridline at the top"
+
+
+@pytest.mark.parametrize(
+    ("peak", "top"), [(0, 1), (1, 1), (3, 3), (7, 8), (9, 10), (11, 20), (250, 300), (543, 600), (4001, 5000)]
+)
+def test_the_axis_ends_at_a_round_number_at_or_above_the_peak(peak, top):
+    from django_dbqueue.admin.chart import round_up
+
+    assert round_up(peak) == top
+
+
+def test_a_lone_surrogate_in_a_row_is_shown_escaped_not_a_500(admin_client):
+    lone = "bad \ud800 text"
+    hostile = Job(
+        task_path="demo.tasks.add",
+        args=[lone],
+        kwargs={lone: lone},
+        return_value=lone,
+        status="FAILED",
+        errors=[
+            {"exception_class_path": "builtins.ValueError", "traceback": lone, "at": "x", "worker": lone}
+        ],
+    )
+    for shown in (show.pretty_json(hostile.args), show.errors_html(hostile.errors), show.breakable(lone)):
+        assert "bad \\ud800 text" in shown
+        shown.encode("utf-8")
+    if connection.vendor != "sqlite":
+        return  # MariaDB and PostgreSQL refuse to store one; SQLite's JSON keeps it
+    hostile.save()
+    page = admin_client.get(f"{CHANGELIST}{hostile.pk}/change/")
+    assert page.status_code == 200
+    assert page.content.decode().count("bad \\ud800 text") >= 4
+
+
+def test_the_job_page_numbers_kept_errors_by_attempt_and_shows_earlier_runs(admin_client):
+    now = timezone.now()
+
+    def error(n: int) -> dict:
+        at = (now - timedelta(minutes=20 - n)).isoformat()
+        return {"exception_class_path": "builtins.ValueError", "traceback": f"run {n}", "at": at}
+
+    # 12 attempts failed; the row keeps the latest 10 errors (payload.MAX_ERRORS).
+    failed = job(
+        status="FAILED",
+        attempts=12,
+        max_attempts=12,
+        errors=[error(n) for n in range(3, 13)],
+        started_at=now - timedelta(minutes=30),
+        finished_at=now,
+    )
+    failed.history = [
+        {"status": "FAILED", "attempts": 3, "started_at": None, "finished_at": None, "requeued_at": None}
+    ]
+    failed.save()
+
+    html = admin_client.get(f"{CHANGELIST}{failed.pk}/change/").content.decode()
+
+    assert "3. builtins.ValueError" in html and "12. builtins.ValueError" in html
+    assert "<strong>1. builtins.ValueError" not in html
+    assert "Attempt 12 failed with ValueError" in html and "Attempt 2 failed" not in html
+    assert "Earlier runs" in html and "FAILED after 3 attempts" in html

@@ -7,15 +7,20 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
-from django.tasks import default_task_backend, task, task_backends
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.test import override_settings
 from django.utils import timezone
 
 from demo import tasks
+from django_dbqueue import task
 from django_dbqueue.backend import DatabaseBackend
 from django_dbqueue.exceptions import InvalidTaskArguments
 from django_dbqueue.models import Job
+from django_dbqueue.tasks_api import (
+    InvalidTask,
+    TaskResultDoesNotExist,
+    default_task_backend,
+    task_backends,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -76,6 +81,35 @@ def test_arguments_that_are_not_json_are_refused_and_nothing_is_written(args, kw
     with pytest.raises(InvalidTaskArguments, match=message):
         tasks.add.enqueue(*args, **kwargs)
     assert not Job.objects.exists()
+
+
+def nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # The args list itself is one level: 31 in all is MariaDB's JSON limit.
+        ((nested(31),), r"args\[0\]\[0\]\[0\].* is nested more than 31 lists or dicts deep"),
+        ((nested(5000),), r"is nested more than 31 lists or dicts deep"),  # no RecursionError
+        (("ok\ud800",), r"args\[0\] holds '\\ud800' at position 2, a lone surrogate"),
+        (({"\udfff": 1},), r"a key of args\[0\] holds '\\udfff'"),
+        ((10**5000,), r"The task's arguments cannot be stored as JSON: Exceeds the limit"),
+    ],
+)
+def test_arguments_the_database_would_refuse_are_refused_before_the_write(args, message):
+    with pytest.raises(InvalidTaskArguments, match=message):
+        tasks.add.enqueue(*args, 1)
+    assert not Job.objects.exists()
+
+
+def test_the_deepest_arguments_every_database_stores_are_accepted():
+    result = tasks.add.enqueue(nested(30), 1)  # 30 in the argument, 31 with the args list
+    assert Job.objects.get(pk=int(result.id)).args[0] == nested(30)
 
 
 @override_settings(TASKS=tasks_setting(MAX_ARGUMENTS_BYTES=100))

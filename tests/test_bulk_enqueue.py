@@ -2,14 +2,13 @@
 
 import pytest
 from django.db import connection, transaction
-from django.tasks.exceptions import InvalidTask
-from django.tasks.signals import task_enqueued
 from django.test.utils import CaptureQueriesContext
 
 from demo.tasks import add, noop, send_welcome
 from django_dbqueue import bulk_enqueue
 from django_dbqueue.exceptions import InvalidTaskArguments
 from django_dbqueue.models import Job
+from django_dbqueue.tasks_api import InvalidTask, task_enqueued
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 
-from django_dbqueue.checks import check_binlog_format, check_skip_locked
+from django_dbqueue.checks import binlog_warning, check_binlog_format, check_skip_locked
 
 pytestmark = pytest.mark.django_db
 
@@ -34,39 +34,49 @@ def test_a_database_that_cannot_skip_locked_is_an_error(monkeypatch):
     assert error.hint == "Use MySQL 8.0.1+, MariaDB 10.6+ or PostgreSQL 9.5+."
 
 
-@pytest.fixture
-def binlog_format():
-    if connection.vendor != "mysql":
-        pytest.skip("binlog_format is a MySQL/MariaDB setting")
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT @@SESSION.binlog_format")
-        (saved,) = cursor.fetchone()
-
-    def set_format(value: str) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute(f"SET SESSION binlog_format = '{value}'")
-
-    yield set_format
-    set_format(saved)
-
-
-@pytest.mark.parametrize("value", ["STATEMENT", "MIXED"])
-def test_statement_based_binlog_is_a_warning(binlog_format, value):
-    binlog_format(value)
-
-    (warning,) = check_binlog_format(databases=["default"])
+@pytest.mark.parametrize("value", ["STATEMENT", "MIXED", "mixed"])
+def test_statement_based_binlog_is_a_warning_while_the_binary_log_is_on(value):
+    warning = binlog_warning("default", 1, value)
 
     assert warning.id == "django_dbqueue.W002"
     assert warning.msg == (
-        f"The database 'default' has binlog_format={value}; statements that use SKIP LOCKED "
-        "are unsafe for statement-based replication."
+        f"The database 'default' writes a binary log with binlog_format={value}; statements "
+        "that use SKIP LOCKED are unsafe for statement-based replication."
     )
-    assert "Set binlog_format=ROW" in warning.hint
+    assert warning.hint == (
+        "Set binlog_format=ROW in the server's configuration (the default of MySQL 8). "
+        "If this server is never replicated, silence django_dbqueue.W002 in SILENCED_SYSTEM_CHECKS."
+    )
 
 
-def test_row_based_binlog_is_fine(binlog_format):
-    binlog_format("ROW")
-    assert check_binlog_format(databases=["default"]) == []
+@pytest.mark.parametrize(("log_bin", "value"), [(0, "MIXED"), (0, "STATEMENT"), (1, "ROW"), (None, "MIXED")])
+def test_no_warning_with_the_binary_log_off_or_row_based(log_bin, value):
+    assert binlog_warning("default", log_bin, value) is None
+
+
+@pytest.fixture
+def server_binlog():
+    """The server's own @@log_bin, with the session's binlog_format set to
+    MIXED (MariaDB's default) for the test and restored after it."""
+    if connection.vendor != "mysql":
+        pytest.skip("binlog_format is a MySQL/MariaDB setting")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT @@log_bin, @@SESSION.binlog_format")
+        log_bin, saved = cursor.fetchone()
+        cursor.execute("SET SESSION binlog_format = 'MIXED'")
+    yield int(log_bin)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SET SESSION binlog_format = '{saved}'")
+
+
+def test_the_check_reads_the_server_as_it_is(server_binlog):
+    messages = check_binlog_format(databases=["default"])
+    if server_binlog:
+        assert [m.id for m in messages] == ["django_dbqueue.W002"]
+        assert "binlog_format=MIXED" in messages[0].msg
+    else:
+        # The usual MariaDB server: MIXED, but no binary log to replicate.
+        assert messages == []
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,11 @@
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_dbqueue.claiming import SHAPES, claim_from_queues
+from django_dbqueue.claiming import PER_QUEUE_MAX, SHAPES, claim_from_queues
 from django_dbqueue.models import Job
 from tests.conftest import claim_in_threads, needs_row_locks
 
@@ -59,7 +61,9 @@ def test_the_locking_select_serves_one_queue_only():
 
 @needs_row_locks
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize(("shape", "queues"), [("locking-select", ["default"]), ("per-queue", QUEUES)])
+@pytest.mark.parametrize(
+    ("shape", "queues"), [("locking-select", ["default"]), ("per-queue", QUEUES), ("candidates", QUEUES)]
+)
 def test_concurrent_claimers_never_share_a_job(shape, queues):
     total = 1500
     for queue in queues:
@@ -73,3 +77,46 @@ def test_concurrent_claimers_never_share_a_job(shape, queues):
     claimed = [pk for ids in seen for pk in ids]
     assert len(claimed) == len(set(claimed)) == total
     assert sum(1 for ids in seen if ids) > 1, "the work should have been shared"
+
+
+def claim_sql(queues: list[str], limit: int) -> tuple[list[int], list[str]]:
+    with CaptureQueriesContext(connection) as captured:
+        claimed = claim_from_queues(Job.objects.all(), queues, "w", limit, 60.0)
+    return [job.pk for job in claimed], [q["sql"] for q in captured.captured_queries]
+
+
+@pytest.mark.parametrize("count", [PER_QUEUE_MAX + 1, 1000])
+def test_many_queues_cost_one_read_not_one_branch_per_queue(count):
+    queues = [f"tenant-{i:04d}" for i in range(count)]
+    now = timezone.now()
+    for i, queue in enumerate(queues[::7]):
+        make(2, queue_name=queue, priority=i % 4, run_after=now - timedelta(seconds=i))
+    make(queue_name="not-served", priority=100, run_after=now - timedelta(hours=1))
+    wanted = list(
+        Job.objects.filter(queue_name__in=queues)
+        .order_by("-priority", "run_after", "id")
+        .values_list("pk", flat=True)[:10]
+    )
+
+    claimed, statements = claim_sql(queues, 10)
+
+    assert claimed == wanted
+    assert not any("UNION" in sql for sql in statements)
+    # One candidate read, whose IN list is the only part that grows with the
+    # queues: about 12 kB of SQL for 1,000 queues, where one UNION branch per
+    # queue sent 400 kB (and read up to `limit` rows of each queue).
+    candidate_reads = [sql for sql in statements if "tenant-0000" in sql and "FOR UPDATE" not in sql]
+    assert len(candidate_reads) == 1
+    assert sum(map(len, statements)) < 3000 + 20 * count
+
+
+def test_up_to_the_threshold_several_queues_are_read_per_queue():
+    if not connection.features.supports_slicing_ordering_in_compound:
+        pytest.skip("SQLite has no LIMIT inside a UNION: it reads the queues one by one")
+    queues = [f"tenant-{i:04d}" for i in range(PER_QUEUE_MAX)]
+    make(queue_name=queues[-1])
+
+    claimed, statements = claim_sql(queues, 10)
+
+    assert len(claimed) == 1
+    assert sum("UNION ALL" in sql for sql in statements) == 1

@@ -8,15 +8,14 @@ import os
 import pytest
 from django.core.management import CommandError, call_command
 from django.db import DatabaseError, IntegrityError, connection, transaction
-from django.tasks import task_backends
-from django.tasks.exceptions import InvalidTask
 from django.test import override_settings
 
 from demo import tasks
 from django_dbqueue.backend import DatabaseBackend, load_task
 from django_dbqueue.exceptions import InvalidTaskArguments
-from django_dbqueue.execution import run_job
 from django_dbqueue.models import Job
+from django_dbqueue.tasks_api import InvalidTask, task_backends
+from django_dbqueue.worker.execution import JobRunner
 
 pytestmark = pytest.mark.django_db
 
@@ -96,14 +95,14 @@ def test_invalid_queue_priority_and_run_after_are_refused(changes, message):
     ],
 )
 def test_invalid_task_options_are_refused_when_the_task_is_defined(options, message):
-    from django.tasks import task
+    from django_dbqueue.tasks_api import task
 
     with pytest.raises(InvalidTask, match=message):
         task(**options)(tasks.add.func)
 
 
 def test_a_task_outside_installed_apps_is_refused_at_enqueue():
-    from django.tasks import task
+    from django_dbqueue.tasks_api import task
 
     def outsider() -> None:
         return None
@@ -131,11 +130,8 @@ def hand_written(task_path: str, **columns) -> Job:
 def run_claimed(job: Job) -> Job:
     claimed = Job.objects.filter(pk=job.pk).claim("w1")
     assert [j.pk for j in claimed] == [job.pk]
-    from django_dbqueue.worker import as_list
-
     job = claimed[0]
-    job.errors, job.worker_ids = as_list(job.errors), as_list(job.worker_ids)
-    run_job(task_backends["default"], job, "w1")
+    JobRunner(task_backends["default"], "w1").run(job, batched=False)
     job.refresh_from_db()
     return job
 
@@ -153,7 +149,7 @@ def run_claimed(job: Job) -> Job:
             "args must be a JSON list and its kwargs a JSON object, not dict",
         ),
         ("demo.tasks.add", {"kwargs": [1, 2]}, "not list and list"),
-        ("demo.tasks.add", {"args": [1, 2, 3]}, r"no longer fit demo.tasks.add\(a: int, b: int\)"),
+        ("demo.tasks.add", {"args": [1, 2, 3]}, r"do not fit demo.tasks.add\(a: int, b: int\)"),
         ("demo.tasks.add", {"args": [1, 2], "errors": 5, "worker_ids": "x"}, None),
     ],
 )

@@ -2,21 +2,25 @@
 
 import pytest
 from django.db import connection
-from django.tasks import task_backends
-from django.tasks.signals import task_finished
 from django.test.utils import CaptureQueriesContext
 
 from demo.tasks import add, always_fails, noop
-from django_dbqueue.execution import run_job
 from django_dbqueue.models import Job
-from django_dbqueue.outcomes import OutcomeBuffer
+from django_dbqueue.tasks_api import task_backends, task_finished
 from django_dbqueue.worker import Worker
+from django_dbqueue.worker.execution import JobRunner
 
 pytestmark = pytest.mark.django_db
 
 
 def backend():
     return task_backends["default"]
+
+
+def runner(max_jobs: int = 10, max_age: float = 60) -> JobRunner:
+    job_runner = JobRunner(backend(), "w1")
+    job_runner.outcomes.max_jobs, job_runner.outcomes.max_age = max_jobs, max_age
+    return job_runner
 
 
 def updates(queries) -> list[str]:
@@ -27,7 +31,7 @@ def test_a_batch_of_successes_is_recorded_with_one_update():
     for i in range(20):
         add.enqueue(i, 1)
     worker = Worker(backend(), ["default"], batch=20)
-    jobs = Job.objects.claim(worker.name, limit=20)
+    jobs = worker._claim()
 
     with CaptureQueriesContext(connection) as queries:
         worker._run_batch(jobs)
@@ -43,9 +47,10 @@ def test_a_batch_of_successes_is_recorded_with_one_update():
 def test_nothing_is_recorded_before_the_flush():
     noop.enqueue()
     [job] = Job.objects.claim("w1", limit=1)
-    outcomes = OutcomeBuffer(backend(), "w1", max_jobs=10, max_age=60)
+    job_runner = runner()
+    outcomes = job_runner.outcomes
 
-    run_job(backend(), job, "w1", outcomes)
+    job_runner.run(job)
 
     assert Job.objects.get().status == "RUNNING", "a crash now must leave it to recovery"
     assert outcomes.flush() == 1
@@ -57,11 +62,12 @@ def test_a_failure_flushes_the_successes_before_it_keeping_their_order():
     always_fails.enqueue("boom")
     noop.enqueue()
     claimed = Job.objects.claim("w1", limit=10)
-    outcomes = OutcomeBuffer(backend(), "w1", max_jobs=10, max_age=60)
+    job_runner = runner()
+    outcomes = job_runner.outcomes
 
     statuses = []
     for job in claimed:
-        run_job(backend(), job, "w1", outcomes)
+        job_runner.run(job)
         statuses.append(dict(Job.objects.values_list("pk", "status"))[claimed[0].pk])
     outcomes.flush()
 
@@ -72,8 +78,9 @@ def test_a_failure_flushes_the_successes_before_it_keeping_their_order():
 def test_an_outcome_whose_lease_was_lost_is_not_recorded():
     noop.enqueue()
     [job] = Job.objects.claim("w1", limit=1)
-    outcomes = OutcomeBuffer(backend(), "w1", max_jobs=10, max_age=60)
-    run_job(backend(), job, "w1", outcomes)
+    job_runner = runner()
+    outcomes = job_runner.outcomes
+    job_runner.run(job)
     Job.objects.update(owner="w2")  # recovered and claimed again meanwhile
 
     assert outcomes.flush() == 0
@@ -89,11 +96,12 @@ def test_task_finished_is_sent_per_job_once_the_outcome_is_stored():
     for _ in range(3):
         noop.enqueue()
     claimed = Job.objects.claim("w1", limit=10)
-    outcomes = OutcomeBuffer(backend(), "w1", max_jobs=10, max_age=60)
+    job_runner = runner()
+    outcomes = job_runner.outcomes
     task_finished.connect(receiver)
     try:
         for job in claimed:
-            run_job(backend(), job, "w1", outcomes)
+            job_runner.run(job)
         assert seen == []
         outcomes.flush()
     finally:
@@ -102,9 +110,10 @@ def test_task_finished_is_sent_per_job_once_the_outcome_is_stored():
 
 
 def test_the_buffer_is_due_by_count_or_by_age():
-    outcomes = OutcomeBuffer(backend(), "w1", max_jobs=2, max_age=0.0)
+    job_runner = runner(max_jobs=2, max_age=0.0)
+    outcomes = job_runner.outcomes
     assert not outcomes.due()
     noop.enqueue()
     [job] = Job.objects.claim("w1", limit=1)
-    run_job(backend(), job, "w1", outcomes)
+    job_runner.run(job)
     assert outcomes.due()

@@ -10,7 +10,7 @@ from django.db.models import Count
 
 from demo import tasks
 from demo.models import Execution
-from django_dbqueue.models import Job
+from django_dbqueue.models import Job, Worker
 from tests.conftest import MANAGE, ROOT, needs_row_locks, subprocess_env, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -117,6 +117,9 @@ def test_a_killed_worker_is_restarted_and_its_jobs_come_back_after_the_lease(run
     assert sum(counts.values()) - 8 <= 1, "at most the job in hand ran twice"
     assert "restarting it" in workers.output()
     assert victim not in workers.children()
+    # The heartbeat drops the dead worker's row and keeps its successor's.
+    wait_for(lambda: not Worker.objects.filter(pid=victim).exists())
+    assert Worker.objects.filter(pid__in=workers.children()).count() == 2
     workers.signal(signal.SIGTERM)
     assert workers.wait() == 0
 

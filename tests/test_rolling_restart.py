@@ -46,6 +46,9 @@ def test_rolling_restart_under_load_loses_and_repeats_nothing(runqueue):
             # As a service manager does it: the whole process group, while
             # a new generation is already starting beside it.
             generations.append(runqueue("--processes", "2", "--batch", "10"))
+            # Signalled once its workers run: on a loaded machine a process
+            # still starting Django has no handler yet, and SIGTERM kills it.
+            wait_for(lambda old=old: old.output().count("started on queues") >= 2, timeout=30)
             old.signal_group(signal.SIGTERM)
             restarted.append(old)
         time.sleep(1.0)
@@ -57,8 +60,10 @@ def test_rolling_restart_under_load_loses_and_repeats_nothing(runqueue):
         assert proc.wait(30) == 0, proc.output()[-2000:]
         assert "stopped after" in proc.output()
     for proc in generations:
+        # The newest may still be starting Django on a loaded machine: no handler yet.
+        wait_for(lambda proc=proc: proc.output().count("started on queues") >= 2, timeout=30)
         proc.signal(signal.SIGTERM)
-        assert proc.wait(30) == 0
+        assert proc.wait(30) == 0, proc.output()[-2000:]
 
     assert len(keys) > 300, "the load was not steady"
     assert Job.objects.count() == len(keys)

@@ -54,3 +54,12 @@ def test_row_contents_are_rendered_escaped():
     page = client.get(CHANGELIST).content.decode()
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<img src=x>" not in page
+
+
+def test_job_page_buttons_are_refused_without_a_csrf_token():
+    job = Job.objects.create(task_path="demo.tasks.noop", status="FAILED")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(User.objects.create_superuser("root", password="pw"))
+    assert client.post(f"{CHANGELIST}{job.pk}/actions/requeue/").status_code == 403
+    job.refresh_from_db()
+    assert job.status == "FAILED"

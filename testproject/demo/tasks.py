@@ -4,7 +4,7 @@ import asyncio
 import os
 import time
 
-from django.tasks import task
+from django_dbqueue import task
 
 from .models import Execution
 
@@ -59,6 +59,14 @@ def which_attempt(context) -> int:  # noqa: ANN001
     return context.attempt
 
 
+@task(takes_context=True)
+def describe_own_task(context) -> dict:  # noqa: ANN001
+    """What the running job's context says about its own task."""
+    own = context.task_result.task
+    run_after = own.run_after.isoformat() if own.run_after else None
+    return {"priority": own.priority, "queue_name": own.queue_name, "run_after": run_after}
+
+
 @task
 async def async_add(a: int, b: int) -> int:
     await asyncio.sleep(0)
@@ -105,3 +113,145 @@ def stuck_in_c(key: str) -> int:
 
     Execution.objects.create(key=key, pid=os.getpid())
     return sum(itertools.repeat(1, 10**12))
+
+
+# -- worst cases for the guarantees (tests/test_guarantees.py) ---------------------
+
+
+@task(max_attempts=2)
+def returns_big(key: str, size: int) -> str:
+    """Return ``size`` bytes: more than MAX_RETURN_BYTES, or many of these in a batch."""
+    Execution.objects.create(key=key, pid=os.getpid())
+    return "x" * size
+
+
+@task(max_attempts=2)
+def raises_big(key: str, size: int) -> None:
+    Execution.objects.create(key=key, pid=os.getpid())
+    raise ValueError("y" * size)
+
+
+@task(max_attempts=2)
+def returns_nested(key: str, depth: int) -> list:
+    Execution.objects.create(key=key, pid=os.getpid())
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@task(max_attempts=2)
+def returns_long_int(key: str, digits: int) -> int:
+    Execution.objects.create(key=key, pid=os.getpid())
+    return 10 ** (digits - 1)
+
+
+@task(max_attempts=2)
+def exits(key: str) -> None:
+    """sys.exit() inside a task: the task's own SystemExit, not the worker's."""
+    import sys
+
+    Execution.objects.create(key=key, pid=os.getpid())
+    sys.exit(3)
+
+
+@task(max_attempts=2)
+def interrupts(key: str) -> None:
+    """A KeyboardInterrupt the task raises itself (no signal was sent)."""
+    Execution.objects.create(key=key, pid=os.getpid())
+    raise KeyboardInterrupt
+
+
+@task(max_attempts=2)
+async def cancelled(key: str) -> None:
+    await asyncio.to_thread(Execution.objects.create, key=key, pid=os.getpid())
+    raise asyncio.CancelledError
+
+
+@task(timeout=1, max_attempts=1)
+async def slow_async(key: str) -> None:
+    """Sleeps past its timeout; leaves "<key>-cancelled" if it was cancelled,
+    "<key>-finished" if it ran on regardless."""
+    try:
+        await asyncio.sleep(30)
+    except asyncio.CancelledError:
+        await asyncio.to_thread(Execution.objects.create, key=f"{key}-cancelled", pid=os.getpid())
+        raise
+    await asyncio.to_thread(Execution.objects.create, key=f"{key}-finished", pid=os.getpid())
+
+
+@task(queue_name="slow")
+def holds_gil(key: str, loops: int) -> int:
+    """One C call that holds the GIL throughout: no thread of this process runs."""
+    import itertools
+
+    Execution.objects.create(key=key, pid=os.getpid())
+    return sum(itertools.repeat(1, loops))
+
+
+@task(queue_name="slow")
+def sleeps_in_database(key: str, seconds: float) -> None:
+    """The job in hand sits in one database call (C code) for ``seconds``."""
+    from django.db import connection
+
+    Execution.objects.create(key=key, pid=os.getpid())
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT SLEEP(%s)" if connection.vendor == "mysql" else "SELECT pg_sleep(%s)", [seconds]
+        )
+
+
+@task(unique_key=lambda key: f"record:{key}")
+def record_once(key: str) -> str:
+    """record(), but one unfinished job per key."""
+    Execution.objects.create(key=key, pid=os.getpid())
+    return key
+
+
+@task(unique_key="the-singleton", on_duplicate="raise")
+def singleton() -> None:
+    return None
+
+
+@task(concurrency_key=lambda customer, index, seconds: f"customer:{customer}", concurrency_limit=2)
+def per_customer(customer: str, index: int, seconds: float) -> int:
+    """Counts the RUNNING jobs of its key as it starts (the limit's slots),
+    and leaves a start and an end mark, so tests can check the limit."""
+    from django_dbqueue.models import Job
+
+    Execution.objects.create(key=f"start:{index}", pid=os.getpid())
+    holding = Job.objects.filter(concurrency_key=f"customer:{customer}", status="RUNNING").count()
+    time.sleep(seconds)
+    Execution.objects.create(key=f"end:{index}", pid=os.getpid())
+    return holding
+
+
+# -- atomic tasks (tests/test_atomic.py, benchmarks/chaos.py --task atomic) --------
+
+
+@task(atomic=True)
+def record_atomic(key: str) -> str:
+    """record(), with its insert and the job's success in one transaction."""
+    Execution.objects.create(key=key, pid=os.getpid())
+    return key
+
+
+@task(atomic=True, max_attempts=2)
+def record_then_fail(key: str) -> None:
+    Execution.objects.create(key=key, pid=os.getpid())
+    raise RuntimeError(f"{key}: failing after the insert, on purpose")
+
+
+@task(atomic=True, queue_name="slow")
+def record_then_sleep(key: str, seconds: float) -> str:
+    """Inserts, then waits: long enough to be paused past its lease."""
+    Execution.objects.create(key=key, pid=os.getpid())
+    time.sleep(seconds)
+    return key
+
+
+@task(queue_name="slow")
+def record_then_sleep_plain(key: str, seconds: float) -> str:
+    Execution.objects.create(key=key, pid=os.getpid())
+    time.sleep(seconds)
+    return key

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from django_dbqueue.admin_moderation import ModerationAdminMixin
+from django_dbqueue.admin import ModerationAdminMixin
 
 from .models import Post
 
@@ -10,7 +10,8 @@ class PostAdmin(ModerationAdminMixin, admin.ModelAdmin):
     list_display = ("id", "author", "short_body", "status", "created_at")
     list_filter = ("status",)
     ordering = ("id",)
-    actions = ("done", "mark_spam", "release")
+    # Added to the mixin's "done" and "release".
+    actions = ("mark_spam",)
     claim_done_changes = {"status": Post.Status.APPROVED}
 
     def claimable_queryset(self, request):

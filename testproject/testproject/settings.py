@@ -6,12 +6,30 @@ DBQUEUE_SQLITE     path of the SQLite file (default testproject/db.sqlite3)
 DBQUEUE_LEASE      lease seconds (default 60)
 DBQUEUE_BACKOFF    retry backoff base seconds (default 2)
 DBQUEUE_BATCH_HOLD seconds a slow job may hold its batch-mates before they are given back (default 0.1)
+DBQUEUE_CLOCK_SKEW seconds this process's wall clock runs ahead (tests of a skewed host)
+DBQUEUE_RETENTION  OPTIONS RETENTION as JSON, e.g. {"SUCCESSFUL": 7} (default: none)
 """
 
+import json
 import os
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+if os.environ.get("DBQUEUE_CLOCK_SKEW"):
+    # A host whose clock is wrong, as Python sees it: time.time() and
+    # Django's timezone.now(). libfaketime would skew the C library instead,
+    # but it breaks Python's timed waits (time.sleep fails with EINVAL, or
+    # every wait lasts the skew longer), so the worker could not run at all.
+    import time as _time
+    from datetime import timedelta as _timedelta
+
+    from django.utils import timezone as _timezone
+
+    _skew = float(os.environ["DBQUEUE_CLOCK_SKEW"])
+    _real_time, _real_now = _time.time, _timezone.now
+    _time.time = lambda: _real_time() + _skew
+    _timezone.now = lambda: _real_now() + _timedelta(seconds=_skew)
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "testproject-not-secret")
 DEBUG = os.environ.get("DJANGO_DEBUG", "") == "1"
 ALLOWED_HOSTS = ["localhost", "127.0.0.1", "testserver"]
@@ -104,6 +122,9 @@ TASKS = {
             "RETRY_BACKOFF_BASE": float(os.environ.get("DBQUEUE_BACKOFF", "2")),
             "STATUS_INTERVAL": float(os.environ.get("DBQUEUE_STATUS_INTERVAL", "5")),
             "BATCH_HOLD_SECONDS": float(os.environ.get("DBQUEUE_BATCH_HOLD", "0.1")),
+            # Recurring jobs for tests, as JSON: {"name": {"task": ..., "cron": ...}}.
+            "SCHEDULES": json.loads(os.environ.get("DBQUEUE_SCHEDULES", "{}")),
+            "RETENTION": json.loads(os.environ.get("DBQUEUE_RETENTION", "{}")),
         },
     }
 }

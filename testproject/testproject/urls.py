@@ -1,4 +1,6 @@
 from django.contrib import admin
 from django.urls import path
 
-urlpatterns = [path("admin/", admin.site.urls)]
+from django_dbqueue.metrics import metrics_view
+
+urlpatterns = [path("admin/", admin.site.urls), path("metrics/", metrics_view)]

@@ -3,11 +3,12 @@ import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.tasks import DEFAULT_TASK_BACKEND_ALIAS, task_backends
-from django.tasks.exceptions import InvalidTaskBackend
 
 from django_dbqueue.backend import DatabaseBackend
-from django_dbqueue.supervisor import Supervisor
+from django_dbqueue.worker import Supervisor
+
+from ...tasks_api import DEFAULT_TASK_BACKEND_ALIAS
+from ._common import queue_backend
 
 MAX_PROCESSES = 256
 MAX_BATCH = 1000
@@ -30,9 +31,18 @@ class Command(BaseCommand):
         )
         parser.add_argument("--burst", action="store_true", help="Exit 0 once no due job is left.")
         parser.add_argument("--backend", default=DEFAULT_TASK_BACKEND_ALIAS, help="TASKS alias to serve.")
+        parser.add_argument(
+            "--metrics-port",
+            type=int,
+            metavar="PORT",
+            help="Serve Prometheus metrics on this port (needs the [metrics] extra).",
+        )
+        parser.add_argument(
+            "--metrics-addr", default="0.0.0.0", help="Address the metrics port listens on (default 0.0.0.0)."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        backend = self._backend(options["backend"])
+        backend = queue_backend(options["backend"], "runqueue")
         queues = self._queues(backend, options["queues"])
         processes = _in_range("--processes", options["processes"], 1, MAX_PROCESSES)
         # Not `or`: --batch 0 must be refused, not quietly replaced by the default.
@@ -40,23 +50,14 @@ class Command(BaseCommand):
         batch = _in_range("--batch", batch, 1, MAX_BATCH)
         self.check(databases=[backend.database])
         _configure_logging(options["verbosity"])
-        code = Supervisor(
+        supervisor = Supervisor(
             backend.alias, queues, processes=processes, batch=batch, burst=options["burst"]
-        ).run()
+        )
+        if options["metrics_port"] is not None:
+            _serve_metrics(backend, supervisor, options["metrics_port"], options["metrics_addr"])
+        code = supervisor.run()
         if code:
             sys.exit(code)
-
-    def _backend(self, alias: str) -> DatabaseBackend:
-        try:
-            backend = task_backends[alias]
-        except InvalidTaskBackend as exc:
-            raise CommandError(f"No task backend {alias!r} in settings.TASKS: {exc}") from exc
-        if not isinstance(backend, DatabaseBackend):
-            raise CommandError(
-                f"The task backend {alias!r} is a {type(backend).__name__}; runqueue serves "
-                "django_dbqueue.backend.DatabaseBackend backends only."
-            )
-        return backend
 
     def _queues(self, backend: DatabaseBackend, wanted: list[str] | None) -> list[str]:
         if not wanted:
@@ -83,3 +84,19 @@ def _configure_logging(verbosity: int) -> None:
         handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(message)s"))
         logger.addHandler(handler)
     logger.setLevel(logging.DEBUG if verbosity > 2 else logging.INFO if verbosity else logging.WARNING)
+
+
+def _serve_metrics(backend: DatabaseBackend, supervisor: Supervisor, port: int, addr: str) -> None:
+    """The supervisor's own thread serves the metrics: it sees every worker's counts (metrics.py)."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from django_dbqueue import metrics
+
+    _in_range("--metrics-port", port, 1, 65535)
+    try:
+        metrics.serve(port, addr, backend, supervisor.state)
+    except ImproperlyConfigured as exc:
+        raise CommandError(str(exc)) from exc
+    except OSError as exc:
+        raise CommandError(f"Cannot serve metrics on {addr}:{port}: {exc}.") from exc
+    logging.getLogger("django_dbqueue").info("Serving Prometheus metrics on %s:%d/metrics.", addr, port)

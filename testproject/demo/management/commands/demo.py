@@ -98,7 +98,20 @@ class Command(BaseCommand):
         busiest = Job.objects.filter(status="SUCCESSFUL").values_list("worker_ids", flat=True)
         workers = {worker for ids in busiest for worker in ids}
         self.stdout.write(f"   {len(workers)} worker processes (over all runs) shared the work.")
-        self.stdout.write(
-            "\nInspect every job in the admin: `python testproject/manage.py createsuperuser`, "
-            "then `python testproject/manage.py runserver` and open /admin/django_dbqueue/job/."
-        )
+        self.stdout.write(admin_hint(sys.executable, Path.cwd()))
+
+
+def admin_hint(python: str, cwd: Path) -> str:
+    """The closing hint, with the interpreter that runs the demo (the
+    project's .venv under ./dev demo, not whatever `python` is on PATH)."""
+
+    def shown(path: Path) -> str:
+        path = Path(path).absolute()
+        return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
+
+    manage = f"{shown(Path(python))} {shown(MANAGE)}"
+    return (
+        f"\nInspect every job in the admin: `{manage} createsuperuser`, then `{manage} runserver` "
+        "and open http://127.0.0.1:8000/admin/django_dbqueue/job/ (the dashboard is at "
+        "http://127.0.0.1:8000/admin/django_dbqueue/dashboard/)."
+    )

@@ -1,0 +1,33 @@
+"""The queue console in Django's admin, one concern per module:
+
+jobs.py        the Job changelist and job page (JobAdmin)
+actions.py     requeue, cancel, run now and delete, as list actions and page buttons
+display.py     how a job's fields are shown: badges, JSON, dates, the timeline
+dashboard.py   the queue dashboard: its view, its numbers and its link in the app list
+chart.py       the dashboard's chart of jobs finished per minute, as inline SVG
+workers.py     the list of worker processes
+schedules.py   the recurring schedules with their last and next run, and "run now"
+pauses.py      pausing and resuming queues, and the list of paused ones
+paginator.py   a changelist paginator that never counts a big table row by row
+database.py    which database the admin uses: the queue backend's OPTIONS["DATABASE"]
+moderation.py  claim-for-review in any model's admin (ModerationAdminMixin)
+
+Importing this package registers the model admins with ``admin.site``, as
+Django's admin autodiscovery does.
+"""
+
+from .dashboard import DashboardAdmin
+from .jobs import JobAdmin
+from .moderation import ModerationAdminMixin
+from .pauses import PausedQueueAdmin
+from .schedules import ScheduleAdmin
+from .workers import WorkerAdmin
+
+__all__ = [
+    "DashboardAdmin",
+    "JobAdmin",
+    "ModerationAdminMixin",
+    "PausedQueueAdmin",
+    "ScheduleAdmin",
+    "WorkerAdmin",
+]

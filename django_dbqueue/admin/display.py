@@ -1,0 +1,201 @@
+"""How the admin shows a job. Everything a job carries is user data, so every
+piece of it goes through ``format_html`` / ``escape``; nothing is marked safe
+as it stands."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from datetime import timezone as dt_timezone
+from typing import TYPE_CHECKING, Any
+
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.timezone import localtime
+
+UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
+
+if TYPE_CHECKING:
+    from .models import Job
+
+
+def printable(text: str) -> str:
+    """``text`` with any lone surrogate (which no UTF-8 page can carry, and
+    SQLite lets JSON hold) written as its escape, ``\\ud800``."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def status_badge(status: str) -> SafeString:
+    # The class names are fixed; the label goes through format_html anyway,
+    # since a row written by plain SQL may carry any status text.
+    status = printable(status)
+    return format_html('<span class="dbqueue-badge dbqueue-{}">{}</span>', status.lower(), status)
+
+
+def pretty_json(value: Any) -> SafeString:
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=repr)
+    return format_html('<pre class="dbqueue-json">{}</pre>', printable(text))
+
+
+def age(since: datetime | None) -> str:
+    """How long ago, short enough for a narrow column: "40 s", "5 min", "3 h", "2 d"."""
+    if not since:
+        return "-"
+    seconds = max(int((timezone.now() - since).total_seconds()), 0)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+# Every date the admin shows, in one format: compact, sortable by eye, in the
+# current time zone. (Django's default long format wraps columns.)
+DATE, TIME = "%Y-%m-%d", "%H:%M:%S"
+
+
+def timestamp(value: datetime | None) -> str:
+    return f"{localtime(value):{DATE} {TIME}}" if value else "-"
+
+
+def time_tag(value: datetime | None) -> SafeString | str:
+    """``timestamp()`` in a <time> element; it may wrap between date and time."""
+    if not value:
+        return "-"
+    local = localtime(value)
+    return format_html(
+        '<time class="dbqueue-time" datetime="{}"><span>{}</span> <span>{}</span></time>',
+        local.isoformat(),
+        f"{local:{DATE}}",
+        f"{local:{TIME}}",
+    )
+
+
+def breakable(text: str) -> SafeString:
+    """``text`` escaped, with a line break allowed after each dot or colon, so
+    that a dotted task path or a host:pid worker id wraps instead of widening
+    its column."""
+    parts = re.split(r"(?<=[.:])", printable(text))
+    return format_html_join(mark_safe("<wbr>"), "{}", ((part,) for part in parts if part))
+
+
+def name_list(value: Any) -> SafeString:
+    """A JSON list of names (queues, worker ids) as readable text; anything
+    else, as a hand-written row may hold, as JSON."""
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        if not value:
+            return format_html("{}", "-")
+        return format_html_join(", ", "{}", ((breakable(item),) for item in value))
+    return pretty_json(value)
+
+
+def first_kept_error(job: Job) -> int:
+    """The attempt number of the first error a job still keeps: only the
+    latest attempts' errors are kept (payload.MAX_ERRORS)."""
+    errors = job.errors if isinstance(job.errors, list) else []
+    failed = job.attempts - (job.status in ("SUCCESSFUL", "RUNNING"))
+    return max(1, failed - len(errors) + 1)
+
+
+def history_html(history: Any) -> SafeString:
+    """The summaries of a requeued job's earlier runs, newest last."""
+    if not history:
+        return format_html("<p>{}</p>", "None: this job was never requeued.")
+    if not isinstance(history, list):
+        return pretty_json(history)
+    return format_html(
+        "<ol>{}</ol>",
+        format_html_join("", "<li>{}</li>", ((printable(_run_summary(run)),) for run in history)),
+    )
+
+
+def _run_summary(run: Any) -> str:
+    if not isinstance(run, dict):
+        return json.dumps(run, default=repr)
+    times = [_parse_time(run.get(key)) for key in ("started_at", "finished_at", "requeued_at")]
+    started, finished, requeued = (timestamp(t) if t else "-" for t in times)
+    error = run.get("last_error") if isinstance(run.get("last_error"), dict) else {}
+    last = f"; last error {error.get('exception_class_path')}" if error else ""
+    return (
+        f"{run.get('status', '?')} after {run.get('attempts', '?')} attempts, "
+        f"started {started}, finished {finished}{last}; requeued {requeued}"
+    )
+
+
+def errors_html(errors: Any, first: int = 1) -> SafeString:
+    if not errors:
+        return format_html("<p>{}</p>", "No errors.")
+    if not isinstance(errors, list):  # hand-written rows may hold anything
+        return pretty_json(errors)
+    return format_html_join(
+        "",
+        '<div class="dbqueue-error"><p><strong>{}</strong> <span class="quiet">{}{}</span></p>'
+        '<pre class="dbqueue-traceback">{}</pre></div>',
+        (_error_parts(number, error) for number, error in enumerate(errors, start=first)),
+    )
+
+
+def _error_parts(number: int, error: Any) -> tuple[str, str, str, str]:
+    if not isinstance(error, dict):
+        return (f"{number}. (unreadable error)", "", "", json.dumps(error, default=repr))
+    worker = f" on {error['worker']}" if error.get("worker") else ""
+    at = _parse_time(error.get("at"))
+    parts = (
+        f"{number}. {error.get('exception_class_path', '(unknown exception)')}",
+        timestamp(at) if at else str(error.get("at", "")),
+        worker,
+        str(error.get("traceback", "")),
+    )
+    return tuple(printable(part) for part in parts)
+
+
+@dataclass(frozen=True)
+class Event:
+    at: datetime
+    what: str
+
+
+def timeline(job: Job) -> list[Event]:
+    """Enqueued, each attempt as far as the row records it, and the end.
+
+    A batch claim writes nothing per job until the outcome, so a job keeps its
+    first start, its last attempt and one error per failed attempt; the
+    timeline shows exactly those."""
+    events = [Event(job.enqueued_at, "Enqueued")]
+    if job.started_at:
+        events.append(Event(job.started_at, "Started (first attempt)"))
+    errors = job.errors if isinstance(job.errors, list) else []
+    for number, error in enumerate(errors, start=first_kept_error(job)):
+        at = _parse_time(error.get("at")) if isinstance(error, dict) else None
+        if at:
+            name = str(error.get("exception_class_path", "an error")).rsplit(".", 1)[-1]
+            events.append(Event(at, f"Attempt {number} failed with {name}"))
+    if job.last_attempted_at and job.last_attempted_at != job.started_at:
+        events.append(Event(job.last_attempted_at, f"Attempt {job.attempts} started"))
+    if job.status == "READY" and job.run_after and job.run_after > job.enqueued_at:
+        events.append(Event(job.run_after, "Due"))
+    if job.finished_at:
+        events.append(Event(job.finished_at, f"Finished: {job.status}"))
+    return sorted(events, key=lambda event: event.at)
+
+
+def timeline_html(job: Job) -> SafeString:
+    return format_html(
+        '<ol class="dbqueue-timeline">{}</ol>',
+        format_html_join(
+            "",
+            '<li><time datetime="{}">{}</time> {}</li>',
+            ((e.at.isoformat(), timestamp(e.at), printable(e.what)) for e in timeline(job)),
+        ),
+    )
+
+
+def _parse_time(value: Any) -> datetime | None:
+    try:
+        parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+    # A naive time cannot be sorted among the row's aware ones.
+    return parsed if parsed is None or parsed.tzinfo else parsed.replace(tzinfo=UTC)

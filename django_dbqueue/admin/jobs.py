@@ -1,0 +1,242 @@
+"""The Job changelist and job page. Jobs are read-only here; they change
+only through the actions in ``actions.py``, which call the same JobQuerySet
+methods as the worker."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from ..models import Job, Status
+from . import display as show
+from .actions import JobActions
+from .dashboard import dashboard_view
+from .database import check_one_database, queue_database
+from .paginator import EstimatedCountPaginator
+
+# The columns the job list draws. The JSON columns (arguments, return value,
+# errors) can hold megabytes per row and only the job page shows them.
+LIST_COLUMNS = (
+    "id",
+    "task_path",
+    "queue_name",
+    "status",
+    "priority",
+    "attempts",
+    "max_attempts",
+    "run_after",
+    "owner",
+    "enqueued_at",
+)
+
+
+class JobChangeList(ChangeList):
+    def get_queryset(self, request: HttpRequest, exclude_parameters: list[str] | None = None) -> QuerySet:
+        return super().get_queryset(request, exclude_parameters).only(*LIST_COLUMNS)
+
+
+@admin.register(Job)
+class JobAdmin(JobActions, admin.ModelAdmin):
+    list_display = (
+        "id",
+        "task",
+        "queue",
+        "status_and_attempts",
+        "priority",
+        "due",
+        "held_by",
+        "age",
+    )
+    list_display_links = ("id", "task")
+    list_filter = ("status", "queue_name", "task_path")
+    # Searching is get_search_results(); these only make the admin draw the box.
+    search_fields = ("=id", "task_path", "args", "kwargs")
+    search_help_text = "A number finds the job with that id; other text searches task paths and arguments."
+    # Newest first, and no other sort: each filter has an index ending in id,
+    # any other order would sort every matching row.
+    ordering = ("-id",)
+    sortable_by = ("id",)
+    # No COUNT(*) of the whole table per page view (see paginator.py).
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    paginator = EstimatedCountPaginator
+    list_per_page = 50
+    fieldsets = (
+        (None, {"fields": ("task_path", "queue_name", "status_badge", "priority", "attempts_of_max")}),
+        ("Timeline", {"fields": ("timeline", "due", "held_by", "lease_expires", "workers")}),
+        ("Call", {"fields": ("arguments", "keyword_arguments")}),
+        ("Outcome", {"fields": ("result", "error_list")}),
+        ("Earlier runs", {"fields": ("earlier_runs",), "classes": ("collapse",)}),
+    )
+    readonly_fields = (
+        "task_path",
+        "queue_name",
+        "status_badge",
+        "priority",
+        "attempts_of_max",
+        "timeline",
+        "due",
+        "held_by",
+        "lease_expires",
+        "workers",
+        "arguments",
+        "keyword_arguments",
+        "result",
+        "error_list",
+        "earlier_runs",
+    )
+
+    class Media:
+        css = {"all": ("django_dbqueue/admin.css",)}
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return super().get_queryset(request).using(queue_database())
+
+    def check(self, **kwargs: object) -> list:
+        return [*super().check(**kwargs), *check_one_database()]
+
+    def get_changelist(self, request: HttpRequest, **kwargs: object) -> type[ChangeList]:
+        return JobChangeList
+
+    # -- columns and detail fields ------------------------------------------
+
+    @admin.display(description="task path")
+    def task(self, job: Job) -> SafeString:
+        return show.breakable(job.task_path)
+
+    @admin.display(description="queue")
+    def queue(self, job: Job) -> SafeString:
+        return show.breakable(job.queue_name)
+
+    @admin.display(description="status")
+    def status_badge(self, job: Job) -> SafeString:
+        return show.status_badge(job.status)
+
+    @admin.display(description="status, attempts")
+    def status_and_attempts(self, job: Job) -> SafeString:
+        # One column for both keeps the job list within a 1,366 px screen.
+        return format_html(
+            '{} <span class="dbqueue-attempts" title="attempts">{}</span>',
+            show.status_badge(job.status),
+            self.attempts_of_max(job),
+        )
+
+    @admin.display(description="attempts")
+    def attempts_of_max(self, job: Job) -> str:
+        return f"{job.attempts} / {job.max_attempts}"
+
+    @admin.display(description="run after")
+    def due(self, job: Job) -> SafeString | str:
+        return show.time_tag(job.run_after)
+
+    @admin.display(description="owner")
+    def held_by(self, job: Job) -> SafeString | str:
+        return show.breakable(job.owner) if job.owner else "-"
+
+    @admin.display(description="lease expires at")
+    def lease_expires(self, job: Job) -> SafeString | str:
+        return show.time_tag(job.lease_expires_at)
+
+    @admin.display(description="workers")
+    def workers(self, job: Job) -> SafeString:
+        return show.name_list(job.worker_ids)
+
+    @admin.display(description="age", ordering="id")
+    def age(self, job: Job) -> str:
+        return show.age(job.enqueued_at)
+
+    @admin.display(description="timeline")
+    def timeline(self, job: Job) -> SafeString:
+        return show.timeline_html(job)
+
+    @admin.display(description="args")
+    def arguments(self, job: Job) -> SafeString:
+        return show.pretty_json(job.args)
+
+    @admin.display(description="kwargs")
+    def keyword_arguments(self, job: Job) -> SafeString:
+        return show.pretty_json(job.kwargs)
+
+    @admin.display(description="return value")
+    def result(self, job: Job) -> SafeString:
+        return show.pretty_json(job.return_value)
+
+    @admin.display(description="errors")
+    def error_list(self, job: Job) -> SafeString:
+        return show.errors_html(job.errors, first=show.first_kept_error(job))
+
+    @admin.display(description="runs before the last requeue")
+    def earlier_runs(self, job: Job) -> SafeString:
+        return show.history_html(job.history)
+
+    # -- searching ----------------------------------------------------------
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        # An id is a primary key lookup; text has no index to use and reads
+        # the whole table, about a second per million jobs on MariaDB.
+        # isdigit() also takes "²" and other digits int() refuses.
+        if term.isascii() and term.isdigit():
+            return queryset.filter(pk=int(term)), False
+        match = Q(task_path__icontains=term)
+        # SQLite and MariaDB store JSON as text with non-ASCII characters and
+        # quotes escaped ("²" as \u00b2): look for that spelling too.
+        for text in dict.fromkeys([term, json.dumps(term)[1:-1]]):
+            match |= Q(args__icontains=text) | Q(kwargs__icontains=text)
+        return queryset.filter(match), False
+
+    # -- permissions: jobs come from enqueue() and change only by actions ---
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        if obj is not None and obj.status == Status.RUNNING:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Job | None = None,
+    ) -> HttpResponse:
+        if obj is not None:
+            context["page_actions"] = self.page_actions(request, obj)
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    # -- the dashboard --------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        prefix = f"{self.opts.app_label}_{self.opts.model_name}"
+        wrap = self.admin_site.admin_view
+        return [
+            path("dashboard/", wrap(self.dashboard_view), name=f"{prefix}_dashboard"),
+            path(
+                "<path:object_id>/actions/<str:name>/",
+                wrap(self.page_action_view),
+                name=f"{prefix}_page_action",
+            ),
+            *super().get_urls(),
+        ]
+
+    def dashboard_view(self, request: HttpRequest) -> HttpResponse:
+        return dashboard_view(self, request)

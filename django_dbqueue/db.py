@@ -1,0 +1,340 @@
+"""What the claim, the transitions and the worker need from the database
+layer, and nothing of the worker: lock conflicts and their retry, telling a
+lost connection from a statement the server refused, riding out an outage,
+the SQLite claim lock, and the database's clock.
+
+A worker that lets an outage escape dies, and its supervisor restarts it
+into the same outage: a crash loop that also forgets the outcome of the job
+in hand. Instead the worker keeps what it knows in memory, waits, reconnects
+and carries on. But a statement the server refuses (too big a packet, a
+value a CHECK rejects) fails the same way every time, so it must never be
+taken for an outage: retrying it would wedge the worker for good.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
+from typing import Any, TypeVar
+
+from django.db import InterfaceError, OperationalError, connections
+from django.db.models import DateTimeField, Expression, Func
+
+UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
+T = TypeVar("T")
+
+logger = logging.getLogger("django_dbqueue")
+
+DB_ERRORS = (OperationalError, InterfaceError)
+# MySQL/MariaDB: ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT.
+MYSQL_CONFLICTS = {1213, 1205}
+# PostgreSQL: deadlock_detected, serialization_failure, lock_not_available.
+POSTGRES_CONFLICTS = {"40P01", "40001", "55P03"}
+# MySQL/MariaDB client and server codes that mean the connection is gone:
+# can't connect (2002, 2003), gone away (2006), lost during a query (2013),
+# server shutting down (1053), connection killed (1927), query interrupted
+# by KILL (1317), disconnected for inactivity (4031).
+MYSQL_DISCONNECTS = {2002, 2003, 2006, 2013, 1053, 1927, 1317, 4031}
+# Codes by which the server refuses a statement itself; the same statement
+# fails again however often it is sent. 1153: bigger than max_allowed_packet
+# (the server also drops the connection, which is why the code is checked
+# before the connection is).
+MYSQL_REFUSALS = {1153, 1301, 1366, 1406, 3140, 4025}
+FIRST_DELAY = 0.5
+# How many times a write that "loses the connection" is sent again while a
+# fresh connection answers at once: then it is the statement, not the server.
+REFUSED_AFTER = 3
+
+
+# -- lock conflicts ------------------------------------------------------------
+
+
+def _code(exc: BaseException) -> object:
+    cause = exc.__cause__
+    if cause is not None and getattr(cause, "args", None):
+        return cause.args[0]
+    return exc.args[0] if exc.args else None
+
+
+def is_conflict(exc: BaseException) -> bool:
+    """Whether ``exc`` is a deadlock or lock timeout that a retry may cure."""
+    if not isinstance(exc, OperationalError):
+        return False
+    if _code(exc) in MYSQL_CONFLICTS or (exc.args and exc.args[0] in MYSQL_CONFLICTS):
+        return True
+    if getattr(exc.__cause__, "sqlstate", None) in POSTGRES_CONFLICTS:
+        return True
+    # SQLite serialises writers; a busy database is worth another try.
+    return "database is locked" in str(exc)
+
+
+def retry_on_conflict(fn: Callable[[], T], using: str, tries: int = 8) -> T:
+    """Run ``fn`` (one whole transaction) again when the database picks it as
+    a deadlock victim. Only safe outside the caller's own transaction: InnoDB
+    has already rolled back everything the caller did, so there we re-raise."""
+    for attempt in range(1, tries + 1):
+        try:
+            return fn()
+        except OperationalError as exc:
+            if connections[using].in_atomic_block or not is_conflict(exc) or attempt == tries:
+                raise
+            logger.debug("Retrying after a lock conflict (%s), try %d.", exc, attempt)
+            time.sleep(random.uniform(0, 0.01 * 2**attempt))
+    raise AssertionError("unreachable")
+
+
+# -- outages -----------------------------------------------------------------------
+
+
+def is_refusal(exc: BaseException) -> bool:
+    """Whether the server refused the statement itself (sending it again fails again)."""
+    return _code(exc) in MYSQL_REFUSALS
+
+
+def is_outage(exc: BaseException, using: str) -> bool:
+    """Whether ``exc`` means the database connection was lost (worth a
+    reconnect), rather than a statement the database refused (worth a traceback)."""
+    if is_refusal(exc):
+        return False
+    if isinstance(exc, InterfaceError):
+        return True
+    if not isinstance(exc, OperationalError) or is_conflict(exc):
+        return False
+    if _code(exc) in MYSQL_DISCONNECTS:
+        return True
+    sqlstate = str(getattr(exc.__cause__, "sqlstate", "") or "")
+    if sqlstate.startswith("08") or sqlstate in {"57P01", "57P02", "57P03"}:
+        return True  # PostgreSQL: connection exception, admin shutdown
+    # Anything else: ask the connection itself whether it still answers.
+    try:
+        return not connections[using].is_usable()
+    except Exception:
+        return True
+
+
+def drop_connection(using: str) -> None:
+    """Forget a broken connection so the next query opens a fresh one."""
+    try:
+        connections[using].close()
+    except Exception:  # closing a dead socket may fail too; it is gone either way
+        connections[using].connection = None
+
+
+def server_answers(using: str) -> bool:
+    """Whether a fresh connection to ``using`` opens and answers now."""
+    drop_connection(using)
+    try:
+        connections[using].ensure_connection()
+        return connections[using].is_usable()
+    except Exception:
+        return False
+    finally:
+        drop_connection(using)
+
+
+class Outage:
+    """One process's view of the database being away, shared by its threads,
+    so an outage is logged once however many threads run into it."""
+
+    def __init__(self, who: str, max_delay: float) -> None:
+        self.who = who
+        self.max_delay = max_delay
+        self.lock = threading.Lock()
+        self.since: float | None = None
+        self.back_at: float | None = None
+        self.failures = 0
+
+    def lost(self, exc: BaseException) -> float:
+        """Record a failed attempt; return how long to wait before the next."""
+        with self.lock:
+            self.failures += 1
+            delay = min(self.max_delay, FIRST_DELAY * 2 ** (self.failures - 1))
+            # Jitter: workers that lost the database together must not all
+            # knock on the restarted server in the same instant.
+            delay *= random.uniform(0.5, 1.0)
+            if self.since is None:
+                self.since = time.monotonic()
+                logger.warning(
+                    "%s lost the database connection: %s; retrying in %.1fs.", self.who, brief(exc), delay
+                )
+            else:
+                logger.debug("%s: database still away (%s); retrying in %.1fs.", self.who, brief(exc), delay)
+            return delay
+
+    def restored(self) -> None:
+        with self.lock:
+            if self.since is None:
+                return
+            logger.warning(
+                "%s: the database is back after %.1fs; carrying on.", self.who, time.monotonic() - self.since
+            )
+            self.since, self.back_at, self.failures = None, time.monotonic(), 0
+
+    def within(self, seconds: float) -> float:
+        """How long until ``seconds`` have passed since the database came back
+        (0: they have, or it was never away); the rest of a lease if it is away."""
+        if self.since is not None:
+            return seconds
+        if self.back_at is None:
+            return 0.0
+        return max(0.0, seconds - (time.monotonic() - self.back_at))
+
+
+class StatementRefused(Exception):
+    """The database refused a write however often it was sent."""
+
+
+def persist(
+    fn: Callable[[], T], using: str, outage: Outage | None, give_up: Callable[[], bool] = lambda: False
+) -> T:
+    """Run ``fn`` (one short write, such as recording an outcome) until the
+    database takes it. The caller keeps what it is writing in memory, so an
+    outage delays the write instead of losing it.
+
+    Never loops on a statement the server refuses: a refusal raises at once,
+    and a write that keeps "losing the connection" while a fresh connection
+    answers at once raises :class:`StatementRefused`. ``give_up()`` ends the
+    wait through a real outage (the worker is stopping); that raises the
+    last error."""
+    dropped_while_up = 0
+    while True:
+        try:
+            result = fn()
+        except DB_ERRORS as exc:
+            if outage is None or not is_outage(exc, using):
+                raise
+            if server_answers(using):
+                dropped_while_up += 1
+                if dropped_while_up >= REFUSED_AFTER:
+                    raise StatementRefused(
+                        f"The database dropped the connection {REFUSED_AFTER} times on the same "
+                        f"write although it answers: {brief(exc)}."
+                    ) from exc
+                continue
+            drop_connection(using)
+            if give_up():
+                raise
+            time.sleep(outage.lost(exc))
+            continue
+        if outage is not None:
+            outage.restored()
+        return result
+
+
+def brief(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}{exc.args!r}" if exc.args else type(exc).__name__
+    return text if len(text) <= 300 else text[:300] + "…"
+
+
+# -- SQLite ------------------------------------------------------------------------
+
+
+def lock_if_serialised(using: str, table: str) -> None:
+    """SQLite has no row locks or SKIP LOCKED. A no-op write takes its single
+    write lock first, so concurrent claims queue up instead of sharing rows."""
+    connection = connections[using]
+    if not connection.features.has_select_for_update:
+        with connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {connection.ops.quote_name(table)} SET id = id WHERE 1 = 0")
+
+
+# -- SQL --------------------------------------------------------------------------------
+
+
+class ValueByPk(Expression):
+    """``CASE pk WHEN 1 THEN v1 WHEN 2 THEN v2 ... END``: a different value
+    for each row of one UPDATE. Plain SQL, so every backend accepts it."""
+
+    def __init__(self, values: dict[int, Any], output_field: Any) -> None:
+        super().__init__(output_field=output_field)
+        self.values = values
+
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+        field, params = self.output_field, []
+        if isinstance(field, DateTimeField):
+            # Aware datetimes straight to the backend's adapter: the field's
+            # full preparation per value showed in the worker's profile.
+            adapt = connection.ops.adapt_datetimefield_value
+            for pk, value in self.values.items():
+                params += [pk, adapt(value)]
+        else:
+            for pk, value in self.values.items():
+                params += [pk, field.get_db_prep_save(value, connection)]
+        pk_column = connection.ops.quote_name(compiler.query.model._meta.pk.column)
+        whens = " ".join(["WHEN %s THEN %s"] * len(self.values))
+        return f"CASE {pk_column} {whens} END", params
+
+
+# -- the one clock ---------------------------------------------------------------
+
+
+class DbNow(Func):
+    """The database's current time, in UTC, inside a statement. Due times,
+    leases and their expiry are all compared with this, never with a worker
+    host's clock, so hosts whose clocks disagree still agree on who holds
+    what. MySQL's CURRENT_TIMESTAMP follows the session time zone; its
+    UTC_TIMESTAMP does not."""
+
+    template = "CURRENT_TIMESTAMP"
+    output_field = DateTimeField()
+
+    def as_mysql(self, compiler, connection, **extra_context):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+        return self.as_sql(compiler, connection, template="UTC_TIMESTAMP(6)", **extra_context)
+
+    def as_postgresql(self, compiler, connection, **extra_context):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+        return self.as_sql(compiler, connection, template="STATEMENT_TIMESTAMP()", **extra_context)
+
+    def as_sqlite(self, compiler, connection, **extra_context):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+        # SQLite's own clock reads milliseconds only, and its text would not
+        # compare with the microseconds Django stores; it runs on this host
+        # anyway, so this host's time (taken as the statement runs) is the
+        # database's.
+        return "%s", [connection.ops.adapt_datetimefield_value(datetime.now(UTC))]
+
+
+def elapsed() -> float:
+    """Seconds on a clock that never jumps and keeps counting while the host
+    is suspended (CLOCK_BOOTTIME on Linux), for lease book-keeping that must
+    notice a paused process."""
+    return time.clock_gettime(_ELAPSED_CLOCK)
+
+
+_ELAPSED_CLOCK = getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC)
+
+
+class DatabaseClock:
+    """The database's time in Python, for the times a worker records (when a
+    job started and finished). Read from the server now and then, and carried
+    forward on :func:`elapsed`, so it neither costs a query per job nor
+    follows this host's wall clock."""
+
+    RESYNC = 30.0
+
+    def __init__(self, using: str) -> None:
+        self.using = using
+        self.base: tuple[float, datetime] | None = None
+
+    def now(self) -> datetime:
+        here = elapsed()
+        if self.base is None or here - self.base[0] > self.RESYNC:
+            self.base = (here, read_database_now(self.using))
+        return self.base[1] + timedelta(seconds=here - self.base[0])
+
+
+def read_database_now(using: str) -> datetime:
+    """One read of the database's current time (UTC, aware)."""
+    connection = connections[using]
+    if connection.vendor not in _NOW_SQL:
+        return datetime.now(UTC)  # SQLite: see DbNow.as_sqlite
+    with connection.cursor() as cursor:
+        cursor.execute(_NOW_SQL[connection.vendor])
+        raw = cursor.fetchone()[0]
+    return raw if raw.tzinfo else raw.replace(tzinfo=UTC)
+
+
+_NOW_SQL = {"mysql": "SELECT UTC_TIMESTAMP(6)", "postgresql": "SELECT STATEMENT_TIMESTAMP()"}

@@ -1,0 +1,80 @@
+"""``django_dbqueue.task``: Django's ``@task`` plus this queue's per-task
+options (``max_attempts``, ``timeout``, ``atomic``), the same on every supported Django.
+
+Django 6.1 and the django-tasks backport (0.11+) pass extra ``@task``
+keyword arguments to the backend's ``task_class``; Django 6.0 refuses them;
+and Django's own ImmediateBackend and DummyBackend build a plain ``Task``,
+which refuses them too, so ``@task(max_attempts=5)`` would stop a task
+module from importing under the test settings most projects use. This
+decorator builds a ``DatabaseTask`` wherever the backend's task class allows
+it, so the options are kept (and checked) under any of those backends."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from .tasks_api import DEFAULT_TASK_BACKEND_ALIAS, Task, task_backends
+
+DEFAULT_PRIORITY = 0
+DEFAULT_QUEUE = "default"
+
+
+def task(
+    function: Callable[..., Any] | None = None,
+    *,
+    priority: int = DEFAULT_PRIORITY,
+    queue_name: str = DEFAULT_QUEUE,
+    backend: str = DEFAULT_TASK_BACKEND_ALIAS,
+    takes_context: bool = False,
+    **options: Any,
+) -> Any:
+    """Make a task of a module-level function, as Django's ``@task`` does;
+    ``options`` are the queue's own (``max_attempts=5``, ``timeout=30``)."""
+
+    def wrapper(func: Callable[..., Any]) -> Task:
+        task_class = _task_class(backend, options)
+        return task_class(
+            func=func,
+            priority=priority,
+            queue_name=queue_name,
+            backend=backend,
+            takes_context=takes_context,
+            run_after=None,
+            **options,
+        )
+
+    if "run_after" in options:
+        raise TypeError(
+            "run_after cannot be set in @task: it is a time, not a default. "
+            "Use task.using(run_after=...).enqueue(...) for one call."
+        )
+    if function is not None:
+        return wrapper(function)
+    return wrapper
+
+
+def _task_class(backend: str, options: dict[str, Any]) -> type[Task]:
+    from .backend import DatabaseTask
+    from .validation import validate_options
+
+    task_class: type[Task] = task_backends[backend].task_class
+    if issubclass(task_class, DatabaseTask):
+        chosen: type[Task] = task_class
+    elif issubclass(DatabaseTask, task_class):
+        # Django's ImmediateBackend or DummyBackend (or any backend whose
+        # task class is Django's Task): a DatabaseTask is a Task they run as
+        # their own, and it keeps the options for tests to read.
+        chosen = DatabaseTask
+    else:
+        return task_class  # another backend's own class takes what it takes
+    known = {f.name for f in dataclasses.fields(chosen)} - {f.name for f in dataclasses.fields(Task)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise TypeError(
+            f"@task got {', '.join(map(repr, unknown))}, which django_dbqueue does not know; "
+            f"its per-task options are {', '.join(sorted(known))}."
+        )
+    validate_options(options)
+    return chosen

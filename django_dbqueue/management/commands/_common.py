@@ -1,0 +1,52 @@
+"""What the operations commands share: finding the backend, and the
+``--backend`` option. (A leading underscore: Django does not take this
+module for a command.)"""
+
+from __future__ import annotations
+
+import argparse
+
+from django.core.management.base import CommandError, CommandParser
+
+from django_dbqueue.backend import DatabaseBackend
+from django_dbqueue.pausing import UnknownQueue, check_queue
+from django_dbqueue.tasks_api import DEFAULT_TASK_BACKEND_ALIAS, InvalidTaskBackend, task_backends
+
+
+def add_backend_argument(parser: CommandParser) -> None:
+    parser.add_argument(
+        "--backend", default=DEFAULT_TASK_BACKEND_ALIAS, help="TASKS alias (default 'default')."
+    )
+
+
+def queue_backend(alias: str, command: str = "this command") -> DatabaseBackend:
+    """The DatabaseBackend of TASKS[alias], or a CommandError saying why not."""
+    try:
+        backend = task_backends[alias]
+    except InvalidTaskBackend as exc:
+        raise CommandError(f"No task backend {alias!r} in settings.TASKS: {exc}") from exc
+    if not isinstance(backend, DatabaseBackend):
+        raise CommandError(
+            f"The task backend {alias!r} is a {type(backend).__name__}; {command} serves "
+            "django_dbqueue.backend.DatabaseBackend backends only."
+        )
+    return backend
+
+
+def positive(text: str) -> float:
+    """An argparse type: a finite number above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number.") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number above zero.")
+    return value
+
+
+def check_queues(backend: DatabaseBackend, names: list[str] | None) -> None:
+    for name in names or ():
+        try:
+            check_queue(backend, name)
+        except UnknownQueue as exc:
+            raise CommandError(str(exc)) from exc

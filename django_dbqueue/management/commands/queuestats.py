@@ -1,0 +1,94 @@
+import json
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from django_dbqueue.stats import Snapshot, snapshot
+from django_dbqueue.status import Status
+
+from ._common import add_backend_argument, check_queues, positive, queue_backend
+
+
+class Command(BaseCommand):
+    help = (
+        "Print each queue's counts, lag (age of the oldest due job, by the database's clock), "
+        "throughput and failures over recent minutes, and the live workers."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--json", action="store_true", help="One JSON object (one per line with --watch)."
+        )
+        parser.add_argument(
+            "--watch", type=positive, metavar="SECONDS", help="Print again every SECONDS until interrupted."
+        )
+        parser.add_argument(
+            "--minutes", type=positive, default=5.0, help="The window of throughput and failures (default 5)."
+        )
+        parser.add_argument(
+            "--queue", action="append", dest="queues", metavar="NAME", help="Only this queue."
+        )
+        add_backend_argument(parser)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        backend = queue_backend(options["backend"])
+        check_queues(backend, options["queues"])
+        while True:
+            snap = snapshot(
+                backend.database,
+                minutes=options["minutes"],
+                queues=options["queues"],
+                alive_within=backend.config.LEASE_SECONDS,
+                configured=sorted(backend.queues),
+            )
+            self.stdout.write(json.dumps(snap.as_json()) if options["json"] else render(snap))
+            self.stdout.flush()
+            if not options["watch"]:
+                return
+            try:
+                time.sleep(options["watch"])
+            except KeyboardInterrupt:  # the way out of --watch: no traceback
+                return
+
+
+def render(snap: Snapshot) -> str:
+    statuses = Status.values
+    header = [
+        "queue",
+        *(s.lower() for s in statuses),
+        "due",
+        "lag",
+        f"done/min ({snap.minutes:g} min)",
+        "failed",
+    ]
+    rows = [header]
+    for q in snap.queues:
+        lag = "-" if q.lag_seconds is None else f"{q.lag_seconds:.1f}s"
+        name = f"{q.name} (paused)" if q.paused else q.name
+        rows.append(
+            [
+                name,
+                *(str(q.counts.get(s, 0)) for s in statuses),
+                str(q.due),
+                lag,
+                f"{q.per_minute(snap.minutes):.1f}",
+                str(q.failed_recently),
+            ]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [f"Queues at {snap.at:%Y-%m-%d %H:%M:%S} UTC (database clock)"]
+    for row in rows:
+        lines.append(
+            "  ".join(
+                cell.ljust(w) if i == 0 else cell.rjust(w)
+                for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+    lines.append(f"Live workers: {len(snap.workers)}")
+    for w in snap.workers:
+        lines.append(
+            f"  {w.name}  queues={','.join(w.queues)}  seen {w.seen_seconds_ago:.0f}s ago  "
+            f"processed={w.processed} failed={w.failed}"
+        )
+    return "\n".join(lines)

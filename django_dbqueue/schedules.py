@@ -1,0 +1,215 @@
+"""Recurring jobs: schedules declared in the backend's OPTIONS["SCHEDULES"],
+their cron expressions (parsed by cronsim), and enqueueing one scheduled run.
+
+Every runqueue process ticks every schedule (worker/scheduler.py). What
+makes a run happen once however many processes tick is the database: a run
+is the INSERT of its job and of its ScheduledRun row in one transaction, and
+ScheduledRun is unique on (schedule, scheduled_at). The second process to
+insert a run waits for the first's transaction, then fails on the unique
+index and rolls its job back. Times come from the database's clock.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+from django.core.exceptions import ImproperlyConfigured
+from django.db import IntegrityError, transaction
+
+UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
+
+if TYPE_CHECKING:
+    from .backend import DatabaseBackend
+    from .models import Job
+
+CATCH_UP = ("latest", "all", "skip")
+# A run this late or less is on time: every policy enqueues it. Later than
+# this it was missed (every process was down, or the database away), and
+# the schedule's catch_up policy decides.
+ON_TIME = timedelta(seconds=60)
+# Runs one tick enqueues at most under catch_up="all"; the rest follow on the next ticks.
+MAX_PER_TICK = 1000
+KEYS = {"task", "cron", "timezone", "args", "kwargs", "catch_up"}
+NAME_MAX = 200  # ScheduledRun.schedule's max_length
+
+
+@dataclass(frozen=True)
+class Schedule:
+    name: str
+    task: str
+    cron: str
+    timezone: str
+    args: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    catch_up: str = "latest"
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+    def after(self, moment: datetime, reverse: bool = False) -> CronSim:
+        """This schedule's times after (or, reversed, at and before) ``moment``, in its time zone."""
+        return CronSim(self.cron, moment.astimezone(self.tz), reverse=reverse)
+
+    def next_run(self, moment: datetime) -> datetime:
+        return next(self.after(moment)).astimezone(UTC)
+
+    def runs_due(self, after: datetime, now: datetime) -> list[datetime]:
+        """The runs to enqueue now (UTC, oldest first): this schedule's
+        times in (``after``, ``now``], after its catch-up policy."""
+        cutoff = now - ON_TIME
+        missed = []
+        if after < cutoff:
+            if self.catch_up == "all":
+                missed = _between(self.after(after), cutoff, MAX_PER_TICK)
+            else:
+                # The newest missed time only: a long outage of a per-second
+                # schedule is not walked through second by second.
+                latest = next(self.after(cutoff, reverse=True)).astimezone(UTC)
+                missed = [latest] if latest > after else []
+        on_time = _between(self.after(max(after, cutoff)), now, MAX_PER_TICK)
+        if self.catch_up == "skip" or (self.catch_up == "latest" and on_time):
+            return on_time
+        return (missed + on_time)[:MAX_PER_TICK]
+
+
+def _between(times: CronSim, until: datetime, most: int) -> list[datetime]:
+    found = []
+    for moment in times:
+        moment = moment.astimezone(UTC)
+        if moment > until or len(found) >= most:
+            break
+        found.append(moment)
+    return found
+
+
+def parse_schedules(raw: Any) -> tuple[Schedule, ...]:
+    """OPTIONS["SCHEDULES"]: ``{name: {"task": path, "cron": expression, ...}}``."""
+    from django.conf import settings
+
+    if not isinstance(raw, dict):
+        raise ImproperlyConfigured(f"OPTIONS SCHEDULES must be a dict of schedules by name, not {raw!r}.")
+    schedules = []
+    for name, spec in raw.items():
+        where = f"OPTIONS SCHEDULES[{name!r}]"
+        if not isinstance(name, str) or not name or len(name) > NAME_MAX:
+            raise ImproperlyConfigured(
+                f"{where}: a schedule's name must be a string of 1 to {NAME_MAX} characters."
+            )
+        if not isinstance(spec, dict):
+            raise ImproperlyConfigured(f"{where} must be a dict with 'task' and 'cron', not {spec!r}.")
+        unknown = sorted(set(spec) - KEYS)
+        if unknown:
+            raise ImproperlyConfigured(
+                f"{where} has unknown keys {', '.join(unknown)}; the keys are {', '.join(sorted(KEYS))}."
+            )
+        schedule = Schedule(
+            name=name,
+            task=_text(where, "task", spec.get("task")),
+            cron=_text(where, "cron", spec.get("cron")),
+            timezone=_text(where, "timezone", spec.get("timezone", settings.TIME_ZONE or "UTC")),
+            args=spec.get("args", []),
+            kwargs=spec.get("kwargs", {}),
+            catch_up=spec.get("catch_up", "latest"),
+        )
+        _check(where, schedule)
+        schedules.append(schedule)
+    return tuple(schedules)
+
+
+def _text(where: str, key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ImproperlyConfigured(f"{where}[{key!r}] must be a non-empty string, not {value!r}.")
+    return value
+
+
+def _check(where: str, schedule: Schedule) -> None:
+    try:
+        tz = schedule.tz
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ImproperlyConfigured(
+            f"{where}: {schedule.timezone!r} is not a time zone this system knows (an IANA name such as "
+            "'Europe/Riga' or 'UTC')."
+        ) from None
+    try:
+        CronSim(schedule.cron, datetime.now(tz))
+    except CronSimError as exc:
+        raise ImproperlyConfigured(
+            f"{where}: {schedule.cron!r} is not a cron expression cronsim accepts ({exc}). Give 5 fields "
+            "(minute hour day-of-month month day-of-week) or 6 with seconds first."
+        ) from None
+    if schedule.catch_up not in CATCH_UP:
+        raise ImproperlyConfigured(f"{where}['catch_up'] must be one of {', '.join(CATCH_UP)}.")
+    if not isinstance(schedule.args, list) or not isinstance(schedule.kwargs, dict):
+        raise ImproperlyConfigured(f"{where}: 'args' must be a list and 'kwargs' a dict.")
+    try:
+        json.dumps([schedule.args, schedule.kwargs])
+    except (TypeError, ValueError) as exc:
+        raise ImproperlyConfigured(f"{where}: 'args' and 'kwargs' must be JSON ({exc}).") from None
+
+
+def enqueue_run(
+    backend: DatabaseBackend, schedule: Schedule, at: datetime, manual: bool = False
+) -> Job | None:
+    """Enqueue the run of ``schedule`` at ``at`` (due then), or nothing if
+    another process did (None). ``manual``: a person's "run now", which
+    does not count as the schedule's last run."""
+    from .backend import load_task
+    from .inserting import insert_job
+    from .models import ScheduledRun
+    from .validation import check_arguments
+
+    task = load_task(schedule.task, backend.config.ALLOWED_TASK_MODULES)
+    backend.check_enqueue(task)
+    job = backend.build_job(task, schedule.args, schedule.kwargs, datetime.now(UTC))
+    check_arguments(task, job.args, job.kwargs)
+    job.run_after = at
+    db = backend.database
+    try:
+        with transaction.atomic(using=db):
+            insert_job(job, db)
+            ScheduledRun.objects.using(db).create(
+                schedule=schedule.name, scheduled_at=at, job_id=job.pk, manual=manual
+            )
+    except IntegrityError:
+        return None  # this run is enqueued already; ours is rolled back
+    return job
+
+
+def last_runs(database: str, names: list[str]) -> dict[str, datetime]:
+    """Each schedule's latest scheduled run (not "run now"s): one dive into
+    the (schedule, manual, scheduled_at) index per schedule, in one round
+    trip, however many runs are kept. (A grouped MAX read them all.)"""
+    from django.db import connections
+
+    from .models import ScheduledRun
+
+    runs = ScheduledRun.objects.using(database).filter(manual=False)
+    reads = [
+        runs.filter(schedule=name).order_by("-scheduled_at").values_list("schedule", "scheduled_at")[:1]
+        for name in names
+    ]
+    if len(reads) > 1 and connections[database].features.supports_slicing_ordering_in_compound:
+        rows = list(reads[0].union(*reads[1:], all=True))
+    else:
+        rows = [row for read in reads for row in read]
+    return dict(rows)
+
+
+# Scheduled runs kept per schedule (besides its latest, always kept): their
+# only use after this is the admin's history and the exactly-once key, which
+# no process needs for runs older than its schedule's latest.
+KEEP_RUNS = timedelta(days=1)
+
+
+def prune_runs(database: str, name: str, latest: datetime) -> int:
+    from .models import ScheduledRun
+
+    old = ScheduledRun.objects.using(database).filter(schedule=name, scheduled_at__lt=latest - KEEP_RUNS)
+    return old.delete()[0]

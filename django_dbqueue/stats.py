@@ -1,0 +1,126 @@
+"""The queue's numbers, as one snapshot for ``queuestats``, ``queuehealth``
+and the metrics: counts per queue and status, lag, recent throughput and
+failures, paused queues and live workers.
+
+Every time is the database's: lag is the database's now minus the oldest
+due job's ``run_after``, and "recent" counts jobs whose ``finished_at`` lies
+within the last minutes of the database's clock. Each figure is one grouped
+query served by an index (the claim index for counts and lag, the
+``finished_at`` index for throughput), as on the admin dashboard.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Count, Min
+
+from .db import read_database_now
+from .pausing import paused_queues
+from .status import Status
+
+
+@dataclass
+class QueueFigures:
+    name: str
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(Status.values, 0))
+    due: int = 0  # READY and due now
+    lag_seconds: float | None = None  # how long the oldest due job has waited; None: nothing due
+    succeeded_recently: int = 0
+    failed_recently: int = 0  # jobs that ended FAILED within the window
+    paused: bool = False
+
+    def per_minute(self, minutes: float) -> float:
+        return (self.succeeded_recently + self.failed_recently) / minutes
+
+
+@dataclass
+class WorkerFigures:
+    name: str
+    host: str
+    pid: int
+    queues: list[str]
+    seen_seconds_ago: float
+    processed: int
+    failed: int
+
+
+@dataclass
+class Snapshot:
+    at: datetime  # the database's now
+    minutes: float  # the window of the "recently" figures
+    queues: list[QueueFigures]
+    workers: list[WorkerFigures]
+
+    def queue(self, name: str) -> QueueFigures:
+        return next((q for q in self.queues if q.name == name), QueueFigures(name))
+
+    @property
+    def max_lag(self) -> float | None:
+        lags = [q.lag_seconds for q in self.queues if q.lag_seconds is not None]
+        return max(lags) if lags else None
+
+    def as_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["at"] = self.at.isoformat()
+        for queue in data["queues"]:
+            queue["per_minute"] = round(
+                (queue["succeeded_recently"] + queue["failed_recently"]) / self.minutes, 3
+            )
+        return data
+
+
+def snapshot(
+    using: str,
+    *,
+    minutes: float = 5.0,
+    queues: list[str] | None = None,
+    alive_within: float = 60.0,
+    configured: list[str] = (),
+) -> Snapshot:
+    """The figures of ``queues`` (default: every queue that has jobs, is
+    paused or is ``configured``); workers seen within ``alive_within`` seconds."""
+    from .models import Job, Worker
+
+    now = read_database_now(using)
+    jobs = Job.objects.using(using)
+    if queues is not None:
+        jobs = jobs.filter(queue_name__in=queues)
+    paused = paused_queues(using)
+    figures: dict[str, QueueFigures] = {}
+
+    def of(name: str) -> QueueFigures:
+        return figures.setdefault(name, QueueFigures(name))
+
+    for name in queues if queues is not None else [*configured, *paused]:
+        of(name)
+    for name, status, n in jobs.order_by().values_list("queue_name", "status").annotate(Count("pk")):
+        of(name).counts[status] = n
+    due = jobs.due(now).order_by().values_list("queue_name").annotate(Count("pk"), Min("run_after"))
+    for name, n, oldest in due:
+        of(name).due = n
+        of(name).lag_seconds = max((now - oldest).total_seconds(), 0.0)
+    recent = jobs.filter(finished_at__gte=now - timedelta(minutes=minutes))
+    for name, status, n in recent.order_by().values_list("queue_name", "status").annotate(Count("pk")):
+        if status == Status.SUCCESSFUL:
+            of(name).succeeded_recently = n
+        elif status == Status.FAILED:
+            of(name).failed_recently = n
+    for figure in figures.values():
+        figure.paused = figure.name in paused
+    alive = Worker.objects.using(using).filter(last_seen_at__gte=now - timedelta(seconds=alive_within))
+    workers = [
+        WorkerFigures(
+            w.name,
+            w.host,
+            w.pid,
+            list(w.queues or []),
+            round((now - w.last_seen_at).total_seconds(), 1),
+            w.processed,
+            w.failed,
+        )
+        for w in alive.order_by("host", "pid")
+    ]
+    return Snapshot(now, minutes, sorted(figures.values(), key=lambda q: q.name), workers)

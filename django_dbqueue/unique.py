@@ -1,0 +1,55 @@
+"""Enqueueing a job that holds a unique key.
+
+``Job.unique_key`` has an ordinary unique index and is NULL for every job
+that holds no key. MySQL and MariaDB have no partial unique index ("unique
+while unfinished"), so the transitions that finish a job (success, final
+failure, cancel, a dead worker's last attempt) clear the key in the same
+UPDATE: from then on the key is free for the next job. Whoever inserts
+second, whatever the number of producers and hosts, hits the index: InnoDB
+makes a second INSERT of an uncommitted key wait for the first transaction,
+then fail (it committed) or succeed (it rolled back).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.db import IntegrityError, transaction
+
+from .exceptions import JobAlreadyQueued
+from .inserting import insert_job
+
+if TYPE_CHECKING:
+    from .models import Job
+
+# A holder can finish between our failed INSERT and our read of it; then the
+# key is free and the INSERT is tried again. More than a few rounds would
+# take a key enqueued and finished in a tight loop by someone else.
+ROUNDS = 5
+
+
+def insert_or_holder(job: Job, using: str, on_duplicate: str) -> Job:
+    """Insert ``job`` (which holds ``job.unique_key``) and return it, or
+    return the unfinished job that holds the key already (``on_duplicate
+    ="return"``), or raise :class:`JobAlreadyQueued` (``"raise"``)."""
+    rows = type(job)._base_manager.using(using)
+    for _ in range(ROUNDS):
+        try:
+            # A savepoint inside the caller's transaction: a duplicate key
+            # must not spoil the rest of it (PostgreSQL aborts the transaction).
+            with transaction.atomic(using=using):
+                insert_job(job, using)
+            return job
+        except IntegrityError:
+            holder = rows.filter(unique_key=job.unique_key).first()
+        if holder is None:
+            continue  # finished meanwhile: the key is free again
+        if on_duplicate == "raise":
+            raise JobAlreadyQueued(
+                f"The unfinished job {holder.pk} ({holder.status}) holds the unique key {job.unique_key!r}.",
+                job_id=str(holder.pk),
+            )
+        return holder
+    raise IntegrityError(
+        f"The unique key {job.unique_key!r} was taken and freed {ROUNDS} times while enqueueing."
+    )

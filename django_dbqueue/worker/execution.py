@@ -1,0 +1,277 @@
+"""Running one claimed job, and handing its outcome to the transitions.
+
+Whatever a task does ends as a recorded outcome: a return value, an
+exception of any kind (``sys.exit()``, ``KeyboardInterrupt`` raised by the
+task, ``asyncio.CancelledError``), a value the database could not store. The
+only thing that passes through is the worker's own :class:`ForcedStop`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from django.db import DataError, IntegrityError
+
+from ..backend import load_task
+from ..db import (
+    DB_ERRORS,
+    DatabaseClock,
+    Outage,
+    StatementRefused,
+    brief,
+    drop_connection,
+    is_outage,
+    persist,
+)
+from ..db import retry_on_conflict as retried
+from ..exceptions import JobNotRunnable, ResultNotStorable, WorkerStopped
+from ..payload import as_list, bounded_text, check_return_value
+from ..status import Status
+from ..tasks_api import Task, TaskContext, task_finished, task_started
+from ..transitions import Finished, attempts_after, retry_delay
+from .atomic import run_atomic
+from .outcomes import OutcomeBuffer
+from .shared import Slot
+from .signals import ForcedStop
+from .timeouts import call_with_limit
+
+if TYPE_CHECKING:
+    from ..backend import DatabaseBackend
+    from ..models import Job
+
+logger = logging.getLogger("django_dbqueue")
+
+
+class JobRunner:
+    """Runs jobs for one worker (``owner``) and records their outcomes."""
+
+    def __init__(
+        self,
+        backend: DatabaseBackend,
+        owner: str,
+        outage: Outage | None = None,
+        *,
+        slot: Slot | None = None,
+        give_up: Callable[[], bool] = lambda: False,
+        batch: int = 1,
+    ) -> None:
+        self.backend = backend
+        self.config = backend.config
+        self.owner = owner
+        self.outage = outage
+        self.slot = slot
+        self.give_up = give_up
+        self.clock = DatabaseClock(backend.database)
+        self.started: Any = None  # when the job in hand started, on the database's clock
+        self.outcomes = OutcomeBuffer(self, max_jobs=batch, max_age=min(self.config.heartbeat_interval, 1.0))
+
+    def run(self, job: Job, batched: bool = True) -> str:
+        """Run ``job`` and record its outcome; returns its new status.
+        ``batched``: a success may wait in the buffer for its batch-mates."""
+        # A row written by hand may hold any JSON in these; the outcome appends.
+        job.errors, job.worker_ids = as_list(job.errors), as_list(job.worker_ids)
+        self.started = started = self.clock.now()
+        # Failures are recorded outside the except blocks: recording flushes
+        # the batch's waiting successes, whose task_finished must not carry
+        # this job's exception (Django's log receiver attaches the one being
+        # handled, as the traceback of whatever job it logs).
+        try:
+            task = resolve(job)
+        except JobNotRunnable as exc:
+            unrunnable = exc
+        else:
+            unrunnable = None
+        if unrunnable is not None:
+            return self.fail(job, started, unrunnable, final=True)
+        if getattr(task, "atomic", False):
+            return run_atomic(self, job, task, started)
+        value, raised = self.call(job, task, started)
+        if raised is not None:
+            return self.fail(job, started, raised, final=False, task=task)
+        try:
+            value, size = check_return_value(value, self.config.MAX_RETURN_BYTES)
+        except Exception as exc:  # ResultNotStorable, or a value whose own methods raise
+            refused: BaseException | None = _not_storable(exc)
+        else:
+            refused = None
+        if refused is not None:
+            # Running it again would return the same kind of value.
+            return self.fail(job, started, refused, final=True, task=task)
+        success = Finished(job, started, self.clock.now(), return_value=value, size=size)
+        if batched and not job.suspect:
+            self.outcomes.add(success, task)  # written, and task_finished sent, at its flush
+            return Status.SUCCESSFUL
+        self.outcomes.flush()  # outcomes reach the database in the order they happened
+        self.record(success)
+        self.finished(job, task)
+        return success.status
+
+    def call(self, job: Job, task: Task, started: Any) -> tuple[Any, BaseException | None]:
+        """Call the task: ``(return value, None)``, or ``(None, what it raised)``."""
+        try:
+            result = self.backend.to_result(started_view(job, started), task)
+            task_started.send(type(self.backend), task_result=result)
+            args: list[Any] = [TaskContext(task_result=result), *job.args] if task.takes_context else job.args
+            timeout = getattr(task, "timeout", None) or self.config.JOB_TIMEOUT
+            return call_with_limit(task.func, args, job.kwargs, timeout, self.slot), None
+        except ForcedStop:
+            raise
+        except BaseException as exc:  # the task's own SystemExit, KeyboardInterrupt, CancelledError too
+            return None, exc
+
+    def fail(
+        self, job: Job, started: Any, exc: BaseException, *, final: bool, task: Task | None = None
+    ) -> str:
+        """Record a failed attempt: READY again after a backoff, or FAILED."""
+        self.outcomes.flush()
+        attempts = attempts_after(job)
+        outcome = Finished(job, started, self.clock.now(), status=Status.FAILED, error=error_entry(exc, self))
+        if not final and attempts < job.max_attempts:
+            outcome.status = Status.READY
+            outcome.retry_in = retry_delay(
+                attempts, self.config.RETRY_BACKOFF_BASE, self.config.RETRY_BACKOFF_MAX
+            )
+        self.record(outcome)
+        log_failure(job, attempts, outcome, exc)
+        if task is not None:
+            self.finished(job, task, exc)
+        return outcome.status
+
+    def abandon(self, job: Job, started: Any) -> None:
+        """The job in hand when the worker was stopped at once: its attempt
+        counts (it ran), and it is due again at once unless that was its last."""
+        stop = WorkerStopped(
+            "The worker was stopped at once (a second signal or SIGQUIT) while running this job."
+        )
+        attempts = attempts_after(job)
+        status = Status.READY if attempts < job.max_attempts else Status.FAILED
+        self.record(Finished(job, started, self.clock.now(), status=status, error=error_entry(stop, self)))
+
+    def record(self, outcome: Finished) -> int:
+        """Write one outcome through outages; a write the database refuses
+        becomes a FAILED job saying so, never a retry loop."""
+        from ..models import Job
+
+        jobs = Job.objects.using(self.backend.database)
+        try:
+            updated = self._persist(lambda: jobs.record(self.owner, outcome))
+        except (*DB_ERRORS, IntegrityError, DataError, StatementRefused, ValueError, TypeError) as exc:
+            if isinstance(exc, DB_ERRORS) and is_outage(exc, self.backend.database):
+                raise
+            drop_connection(self.backend.database)
+            refused = ResultNotStorable(f"The database refused to store this job's outcome: {brief(exc)}")
+            fallback = Finished(outcome.job, outcome.started, outcome.finished, status=Status.FAILED)
+            fallback.error = error_entry(refused, self)
+            logger.error("Job %s: %s", outcome.job.pk, refused)
+            updated = self._persist(lambda: jobs.record(self.owner, fallback))
+        if not updated:
+            logger.warning(
+                "Job %s finished (%s) after its lease was lost, so the outcome was not "
+                "recorded; the job will run again (delivery is at least once).",
+                outcome.job.pk,
+                outcome.status,
+            )
+        return updated
+
+    def _persist(self, write: Callable[[], int]) -> int:
+        database = self.backend.database
+        return persist(lambda: retried(write, database), database, self.outage, self.give_up)
+
+    def finished(self, job: Job, task: Task, exc: BaseException | None = None) -> None:
+        """Send ``task_finished``. For a failure, from inside a handler of
+        its own exception: Django's log receiver attaches the traceback it
+        finds there, so it must be this job's, and a success's must be none."""
+        result = self.backend.to_result(job, task)
+        if exc is None:
+            task_finished.send(type(self.backend), task_result=result)
+            return
+        try:
+            raise exc
+        except BaseException:
+            task_finished.send(type(self.backend), task_result=result)
+
+
+def error_entry(exc: BaseException, runner: JobRunner) -> dict[str, str]:
+    return {
+        "exception_class_path": f"{type(exc).__module__}.{type(exc).__qualname__}",
+        "traceback": bounded_text("".join(traceback.format_exception(exc))),
+        "at": runner.clock.now().isoformat(),
+        "worker": runner.owner,
+    }
+
+
+def log_failure(job: Job, attempts: int, outcome: Finished, exc: BaseException) -> None:
+    attempt = f"attempt {attempts} of {job.max_attempts}"
+    if outcome.status == Status.READY:
+        wait = outcome.retry_in.total_seconds() if outcome.retry_in else 0
+        logger.warning(
+            "Job %s (%s) failed on %s; retrying in %.1fs.",
+            job.pk,
+            job.task_path,
+            attempt,
+            wait,
+            exc_info=(type(exc), exc, exc.__traceback__),
+        )
+    else:
+        logger.error(
+            "Job %s (%s) FAILED on %s.",
+            job.pk,
+            job.task_path,
+            attempt,
+            exc_info=(type(exc), exc, exc.__traceback__),
+        )
+
+
+def _not_storable(exc: Exception) -> ResultNotStorable:
+    if isinstance(exc, ResultNotStorable):
+        return exc
+    return ResultNotStorable(f"Checking the return value failed: {bounded_text(repr(exc), 2000)}")
+
+
+@functools.lru_cache(maxsize=1024)
+def _load(task_path: str) -> tuple[Task, inspect.Signature]:
+    # Importing and inspecting once per task, not once per job: both showed
+    # in the worker's profile. A path that fails to load raises, which
+    # lru_cache does not remember, so a fixed deploy is picked up.
+    task = load_task(task_path)
+    return task, inspect.signature(task.func)
+
+
+def resolve(job: Job) -> Task:
+    """The task a job row names, with its arguments checked against it."""
+    try:
+        task, signature = _load(job.task_path)
+    except LookupError as exc:
+        raise JobNotRunnable(str(exc)) from exc
+    except Exception as exc:  # the module itself is broken
+        raise JobNotRunnable(f"Importing the task path {job.task_path!r} failed: {exc!r}.") from exc
+    if not isinstance(job.args, list) or not isinstance(job.kwargs, dict):
+        raise JobNotRunnable(
+            f"The job's args must be a JSON list and its kwargs a JSON object, "
+            f"not {type(job.args).__name__} and {type(job.kwargs).__name__}."
+        )
+    params = [object()] if task.takes_context else []
+    try:
+        signature.bind(*params, *job.args, **job.kwargs)
+    except TypeError as exc:
+        raise JobNotRunnable(f"The job's arguments do not fit {job.task_path}{signature}: {exc}.") from exc
+    return task
+
+
+def started_view(job: Job, started: Any) -> Job:
+    """A copy of the job as it looks while running, for the signals."""
+    # A shallow copy through __dict__: copy.copy() of a model goes through
+    # pickling hooks and showed in the worker's profile.
+    view = type(job).__new__(type(job))
+    view.__dict__.update(job.__dict__)
+    view.started_at = job.started_at or started
+    view.last_attempted_at = started
+    if not job.suspect:  # a suspect's attempt was counted in its claim
+        view.worker_ids = [*job.worker_ids, job.owner]
+        view.attempts = job.attempts + 1
+    return view

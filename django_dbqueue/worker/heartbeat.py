@@ -1,0 +1,218 @@
+"""The heartbeat: keeps the leases of living workers alive, their Worker
+rows fresh, and returns dead workers' jobs to the queue.
+
+Under ``runqueue`` it runs in a process of its own, forked by the
+supervisor, and vouches for every worker process the supervisor knows to
+be alive. So nothing a task does can starve it: a task that holds the GIL
+for minutes, in one C call, keeps its lease (a busy worker keeps its
+jobs), while a worker that dies stops being vouched for at once (the
+supervisor clears its name) and its jobs come back after one lease. A
+``Worker`` run on its own (tests, embedding) runs the same heartbeat in a
+thread.
+
+Recovery waits for a grace period after the database was away: every lease
+may have run out meanwhile, including live workers' that simply could not
+reach the database, so they get one lease to reconnect and extend first.
+That holds after this process lost its connection, and after the database
+server itself restarted (its uptime is read), whoever noticed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from django.db import connections
+
+from ..db import DB_ERRORS, DbNow, Outage, drop_connection, elapsed, is_outage
+from ..retention import Pruner
+from .shared import SharedState, name_process
+
+if TYPE_CHECKING:
+    from ..backend import DatabaseBackend
+
+logger = logging.getLogger("django_dbqueue")
+
+
+class Heartbeat:
+    def __init__(self, backend: DatabaseBackend, state: SharedState, queues: list[str]) -> None:
+        self.backend = backend
+        self.database = backend.database
+        self.lease = backend.config.LEASE_SECONDS
+        self.interval = backend.config.heartbeat_interval
+        self.state = state
+        self.queues = queues
+        self.outage = Outage("The heartbeat", backend.config.RECONNECT_BACKOFF_MAX)
+        self.sent: dict[int, tuple[str, float]] = {}  # slot: (name, when its last extension was sent)
+        self.pruner = Pruner(backend)  # OPTIONS RETENTION, a little per beat
+
+    def run(self, done: Callable[[], bool], wait: Callable[[float], object]) -> None:
+        """Beat every quarter lease until ``done()``; ``wait(seconds)`` sleeps.
+        The backend's schedules tick meanwhile in a thread of their own."""
+        from .scheduler import start_scheduler
+
+        scheduler = start_scheduler(self.backend)
+        try:
+            self._beat_until(done, wait)
+        finally:
+            if scheduler is not None:
+                scheduler.stop()
+
+    def _beat_until(self, done: Callable[[], bool], wait: Callable[[float], object]) -> None:
+        while not done():
+            delay = self.interval
+            try:
+                self.beat()
+                self.outage.restored()
+            except DB_ERRORS as exc:
+                if not is_outage(exc, self.database):
+                    logger.exception("The heartbeat failed; it will try again.")
+                else:
+                    delay = min(delay, self.outage.lost(exc))
+                drop_connection(self.database)
+            except Exception:
+                logger.exception("The heartbeat failed; it will try again.")
+                drop_connection(self.database)
+            wait(delay)
+        self._forget([name for name, _ in self.sent.values()])
+        connections.close_all()
+
+    def beat(self) -> None:
+        from ..models import Job, Worker
+
+        live = self.state.live_names()
+        # Workers that stopped or died since the last beat, or were replaced in their slot.
+        gone = [name for index, (name, _) in self.sent.items() if live.get(index) != name]
+        sent_at = elapsed()
+        Job.objects.using(self.database).extend_leases(live.values(), self.lease)
+        for index, name in live.items():
+            slot, last = self.state.slot(index), self.sent.get(index)
+            previous = last[1] if last and last[0] == name else None
+            slot.vouched(sent_at, self.lease, previous)
+            if previous is None:
+                self._register(name)
+            self.sent[index] = (name, sent_at)
+            Worker.objects.using(self.database).filter(name=name).update(
+                last_seen_at=DbNow(), processed=slot.processed, failed=slot.failed
+            )
+        self._forget(gone)
+        for index in [i for i in self.sent if i not in live]:
+            del self.sent[index]
+        self.recover()
+        self.pruner.run()
+
+    def recover(self) -> int:
+        return recover(self.database, self.outage, self.lease)
+
+    def _register(self, name: str) -> None:
+        from ..models import Worker
+
+        host, _, pid = name.partition(":")
+        Worker.objects.using(self.database).get_or_create(
+            name=name,
+            defaults={"host": host[:255], "pid": int(pid.partition(":")[0] or 0), "queues": self.queues},
+        )
+
+    def _forget(self, names: list[str]) -> None:
+        """Delete the Worker rows of workers that stopped or died."""
+        from ..models import Worker
+
+        if names:
+            try:
+                Worker.objects.using(self.database).filter(name__in=names).delete()
+            except Exception as exc:
+                if not is_outage(exc, self.database):
+                    logger.exception("The heartbeat could not remove stopped workers' rows.")
+
+
+def recover(database: str, outage: Outage, lease: float) -> int:
+    """Return dead workers' jobs to the queue, unless within the grace."""
+    from ..models import Job
+
+    if recovery_grace(database, outage, lease):
+        return 0
+    requeued, failed = Job.objects.using(database).recover_expired()
+    if requeued or failed:
+        logger.warning(
+            "Recovered %d jobs from dead workers (%d back to READY, %d FAILED on their last attempt).",
+            requeued + failed,
+            requeued,
+            failed,
+        )
+    return requeued + failed
+
+
+def recovery_grace(database: str, outage: Outage, lease: float) -> float:
+    """Seconds left before recovering expired leases is safe (0: it is now)."""
+    left = outage.within(lease)
+    if left:
+        return left
+    uptime = server_uptime(database)
+    return max(0.0, lease - uptime) if uptime is not None else 0.0
+
+
+def server_uptime(database: str) -> float | None:
+    """Seconds since the database server started, where it says."""
+    connection = connections[database]
+    if connection.vendor == "mysql":
+        # SHOW, not information_schema.GLOBAL_STATUS: MySQL 5.7+ dropped that
+        # table (MariaDB kept it); SHOW answers on both.
+        sql = "SHOW GLOBAL STATUS LIKE 'Uptime'"
+    elif connection.vendor == "postgresql":
+        sql = "SELECT EXTRACT(EPOCH FROM (STATEMENT_TIMESTAMP() - pg_postmaster_start_time()))"
+    else:
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        row = cursor.fetchone()
+    return float(row[-1]) if row else None
+
+
+class HeartbeatThread(threading.Thread):
+    """The heartbeat of a worker that runs without a supervisor."""
+
+    def __init__(self, heartbeat: Heartbeat) -> None:
+        super().__init__(name="dbqueue-heartbeat", daemon=True)
+        self.heartbeat = heartbeat
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        self.heartbeat.run(self.done.is_set, self.done.wait)
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join(timeout=10)
+
+
+def heartbeat_process_main(alias: str, state: SharedState, queues: list[str]) -> None:
+    """The supervisor's heartbeat process: group signals are for the workers;
+    it stops when the supervisor says so, or is gone."""
+    from ..tasks_api import task_backends
+
+    name_process("dbqueue-heartbt")
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+        signal.signal(signum, signal.SIG_IGN)
+    parent = os.getppid()
+
+    def done() -> bool:
+        return bool(state.heartbeat_stop.value) or os.getppid() != parent
+
+    def wait(seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not done() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    Heartbeat(task_backends[alias], state, queues).run(done, wait)
+
+
+def owner_name() -> str:
+    """A worker's owner name: host, pid and a random suffix."""
+    from django.utils.crypto import get_random_string
+
+    return f"{socket.gethostname()[:80]}:{os.getpid()}:{get_random_string(6)}"

@@ -1,0 +1,110 @@
+"""Successes waiting to be recorded together: one UPDATE per batch, not per job.
+
+A worker that runs a batch of quick jobs would otherwise spend most of its
+time on one UPDATE (and one commit) per job. Successes are the common outcome
+and carry little per-job data, so they wait here and are written together
+(``JobQuerySet.record_successes``); failures and retries are recorded at once.
+
+Why this keeps the delivery guarantee: an outcome is only ever added after
+its job ran, so no job can be marked SUCCESSFUL without having run. If the
+worker dies before a flush, those jobs are still RUNNING under its name; when
+the lease runs out, recovery returns them as suspects and they run again
+(at least once, as before). And one job's outcome never costs its
+batch-mates theirs: a statement the database refuses is split, each success
+written alone, and only the one it still refuses becomes a failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from django.db import DataError, IntegrityError
+
+from ..db import DB_ERRORS, StatementRefused, drop_connection, is_outage
+from ..tasks_api import Task, task_finished
+from ..transitions import Finished, statements
+
+if TYPE_CHECKING:
+    from .execution import JobRunner
+
+logger = logging.getLogger("django_dbqueue")
+
+REFUSED = (*DB_ERRORS, IntegrityError, DataError, StatementRefused, ValueError, TypeError)
+
+
+# Seconds a limited job's success waits to be written with others.
+LIMITED_AGE = 0.01
+
+
+class OutcomeBuffer:
+    def __init__(self, runner: JobRunner, max_jobs: int, max_age: float) -> None:
+        self.runner = runner
+        self.max_jobs = max_jobs
+        self.max_age = max_age
+        self.pending: list[tuple[Finished, Task]] = []
+        self.oldest = 0.0
+        self.urgent_since: float | None = None
+
+    def __len__(self) -> int:
+        return len(self.pending)
+
+    def add(self, success: Finished, task: Task) -> None:
+        if not self.pending:
+            self.oldest = time.monotonic()
+        self.pending.append((success, task))
+        # A limited job holds one of its key's slots until its success is
+        # written, and others of its key wait for it: it is kept back for
+        # LIMITED_AGE at most, not for max_age (one write per limited job
+        # would cap a batch of no-ops of many keys at the disk's commit rate).
+        if self.urgent_since is None and success.job.concurrency_key is not None:
+            self.urgent_since = time.monotonic()
+
+    def due(self) -> bool:
+        """Whether enough has waited, by count or by age, to be worth a write."""
+        return bool(self.pending) and (
+            (self.urgent_since is not None and time.monotonic() - self.urgent_since >= LIMITED_AGE)
+            or len(self.pending) >= self.max_jobs
+            or time.monotonic() - self.oldest >= self.max_age
+        )
+
+    def flush(self) -> int:
+        """Write every pending success, then send each one's ``task_finished``
+        (so a receiver sees the stored outcome); returns the rows updated."""
+        if not self.pending:
+            return 0
+        from ..models import Job
+
+        runner = self.runner
+        jobs = Job.objects.using(runner.backend.database)
+        updated = 0
+        # A flush that fails through an outage keeps what it has not written
+        # for the next one; rewriting a group that did get through matches no
+        # row, as those rows are no longer RUNNING.
+        for group in statements([success for success, _ in self.pending]):
+            try:
+                updated += runner._persist(lambda g=group: jobs.record_successes(runner.owner, g))
+            except REFUSED as exc:
+                if isinstance(exc, DB_ERRORS) and is_outage(exc, runner.backend.database):
+                    raise
+                drop_connection(runner.backend.database)
+                logger.warning(
+                    "The database refused %d outcomes at once (%s); writing them one by one.", len(group), exc
+                )
+                for success in group:
+                    updated += runner.record(success)  # a refusal there becomes that job's failure
+        pending, self.pending = self.pending, []
+        self.urgent_since = None
+        if updated < len(pending):
+            logger.warning(
+                "%d of %d jobs finished after their lease was lost, so their outcome was not "
+                "recorded; they will run again (delivery is at least once).",
+                len(pending) - updated,
+                len(pending),
+            )
+        sender = type(runner.backend)
+        if task_finished.has_listeners(sender):
+            for success, task in pending:
+                task_finished.send(sender, task_result=runner.backend.to_result(success.job, task))
+        return updated

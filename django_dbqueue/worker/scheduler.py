@@ -1,0 +1,106 @@
+"""The scheduler: enqueues the runs of the backend's schedules as they come
+due. It runs as a thread of the heartbeat process of every ``runqueue``
+(and of a Worker's heartbeat thread), so there is nothing more to deploy and
+no single scheduler whose death stops every schedule: each process ticks
+every schedule, and the database's unique (schedule, scheduled_at) key lets
+exactly one of them enqueue each run (schedules.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from django.db import connections
+
+from ..db import DB_ERRORS, Outage, drop_connection, is_outage, read_database_now, retry_on_conflict
+from ..schedules import Schedule, enqueue_run, last_runs, prune_runs
+
+if TYPE_CHECKING:
+    from ..backend import DatabaseBackend
+
+logger = logging.getLogger("django_dbqueue")
+
+# The longest sleep between ticks: the next run's time is computed from the
+# database's clock, and a host's clock may drift from it meanwhile.
+MAX_WAIT = 5.0
+PRUNE_EVERY = 60.0
+
+
+class Scheduler:
+    def __init__(self, backend: DatabaseBackend) -> None:
+        self.backend = backend
+        self.database = backend.database
+        self.schedules: tuple[Schedule, ...] = backend.config.SCHEDULES
+        # A schedule that never ran starts from the first time any process
+        # ticked it: its earlier times are not "missed".
+        self.since: datetime | None = None
+        self.pruned_at = 0.0
+
+    def tick(self) -> float:
+        """Enqueue every run due now; return seconds until the next one."""
+        now = read_database_now(self.database)
+        if self.since is None:
+            self.since = now
+        last = last_runs(self.database, [s.name for s in self.schedules])
+        soonest = MAX_WAIT
+        for schedule in self.schedules:
+            for at in schedule.runs_due(last.get(schedule.name, self.since), now):
+                self.enqueue(schedule, at)
+            soonest = min(soonest, (schedule.next_run(now) - now).total_seconds())
+        return max(soonest, 0.01)
+
+    def enqueue(self, schedule: Schedule, at: datetime) -> None:
+        try:
+            job = retry_on_conflict(lambda: enqueue_run(self.backend, schedule, at), self.database)
+        except (LookupError, ValueError, TypeError) as exc:
+            # A task that no longer imports or no longer fits its arguments:
+            # `manage.py check` says so too. The run is not recorded.
+            logger.error("Schedule %r could not enqueue its run at %s: %s", schedule.name, at, exc)
+            return
+        if job is None:
+            return
+        logger.info("Schedule %r: enqueued its run at %s as job %s.", schedule.name, at, job.pk)
+        if time.monotonic() - self.pruned_at > PRUNE_EVERY:
+            self.pruned_at = time.monotonic()
+            prune_runs(self.database, schedule.name, at)
+
+
+class SchedulerThread(threading.Thread):
+    def __init__(self, backend: DatabaseBackend) -> None:
+        super().__init__(name="dbqueue-scheduler", daemon=True)
+        self.scheduler = Scheduler(backend)
+        self.outage = Outage("The scheduler", backend.config.RECONNECT_BACKOFF_MAX)
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        database = self.scheduler.database
+        while not self.done.is_set():
+            try:
+                delay = self.scheduler.tick()
+                self.outage.restored()
+            except DB_ERRORS as exc:
+                delay = self.outage.lost(exc) if is_outage(exc, database) else 1.0
+                if not is_outage(exc, database):
+                    logger.exception("The scheduler failed; it will try again.")
+                drop_connection(database)
+            except Exception:
+                logger.exception("The scheduler failed; it will try again.")
+                delay = 1.0
+            self.done.wait(delay)
+        connections[database].close()
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join(timeout=10)
+
+
+def start_scheduler(backend: DatabaseBackend) -> SchedulerThread | None:
+    if not backend.config.SCHEDULES:
+        return None
+    thread = SchedulerThread(backend)
+    thread.start()
+    return thread

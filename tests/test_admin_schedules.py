@@ -1,0 +1,70 @@
+"""The schedules page: last and next run, "run now" for the permitted."""
+
+import copy
+from datetime import datetime
+from datetime import timezone as dt_timezone
+
+import pytest
+from django.contrib.admin.models import LogEntry
+
+from django_dbqueue.models import Job, ScheduledRun
+from tests.admin_helpers import staff
+
+UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
+
+pytestmark = pytest.mark.django_db
+PAGE = "/admin/django_dbqueue/scheduledrun/"
+
+
+@pytest.fixture
+def scheduled(settings):
+    tasks = copy.deepcopy(settings.TASKS)
+    tasks["default"]["OPTIONS"]["SCHEDULES"] = {
+        "nightly": {
+            "task": "demo.tasks.add",
+            "cron": "30 3 * * *",
+            "timezone": "Europe/Riga",
+            "args": [1, 2],
+        },
+    }
+    settings.TASKS = tasks
+
+
+def test_the_page_lists_each_schedule_with_its_last_and_next_run(client, scheduled):
+    ScheduledRun.objects.create(
+        schedule="nightly", scheduled_at=datetime(2026, 1, 1, 1, 30, tzinfo=UTC), job_id=7
+    )
+    ScheduledRun.objects.create(schedule="gone", scheduled_at=datetime(2026, 1, 2, tzinfo=UTC))
+    client.force_login(staff("viewer", "view_job"))
+    page = client.get(PAGE)
+    assert page.status_code == 200
+    [nightly, gone] = page.context["rows"]
+    assert (nightly.name, nightly.last.job_id, nightly.schedule.cron) == ("nightly", 7, "30 3 * * *")
+    # 03:30 in Riga is 01:30 UTC in winter and 00:30 UTC in summer.
+    assert nightly.next_run.astimezone(UTC).minute == 30 and nightly.next_run.astimezone(UTC).hour in (0, 1)
+    assert (gone.name, gone.schedule, gone.next_run) == ("gone", None, None)
+    text = page.content.decode()
+    assert "2026-01-01 01:30:00" in text and "(removed from settings)" in text
+    assert "Run now" not in text, "only for whoever may run schedules"
+
+
+def test_run_now_enqueues_a_job_without_moving_the_schedule_on(client, scheduled):
+    client.force_login(staff("runner", "view_job", "run_schedule_now"))
+    assert "Run now" in client.get(PAGE).content.decode()
+    page = client.post(PAGE + "run/default/nightly/", follow=True)
+    [job] = Job.objects.all()
+    assert (job.task_path, job.args) == ("demo.tasks.add", [1, 2])
+    [run] = ScheduledRun.objects.all()
+    assert (run.job_id, run.manual) == (job.pk, True)
+    assert f"enqueued as job {job.pk}" in page.content.decode()
+    assert LogEntry.objects.get().change_message == f"Ran schedule 'nightly' now as job {job.pk}."
+    assert page.context["rows"][0].last is None, "a run now is not the schedule's last run"
+
+
+def test_run_now_needs_its_permission_and_a_post(client, scheduled):
+    client.force_login(staff("viewer", "view_job"))
+    assert client.post(PAGE + "run/default/nightly/").status_code == 403
+    client.force_login(staff("runner", "view_job", "run_schedule_now"))
+    assert client.get(PAGE + "run/default/nightly/").status_code == 405
+    assert client.post(PAGE + "run/default/nope/").status_code == 404
+    assert Job.objects.count() == 0

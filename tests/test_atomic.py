@@ -1,0 +1,97 @@
+"""Atomic tasks: the body's writes and the job's success commit together or
+not at all, so their database effects happen exactly once."""
+
+import signal
+
+import pytest
+
+from demo import tasks
+from demo.models import Execution
+from django_dbqueue import backend
+from django_dbqueue.models import Job
+from django_dbqueue.tasks_api import InvalidTask, task_backends
+from django_dbqueue.worker import Worker
+from tests.conftest import needs_row_locks, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def runs(key: str) -> int:
+    return Execution.objects.filter(key=key).count()
+
+
+def burst() -> None:
+    assert Worker(task_backends["default"], ["default", "slow"], burst=True).run() == 0
+
+
+def test_a_success_commits_the_body_and_the_outcome_together():
+    result = tasks.record_atomic.enqueue("a")
+    burst()
+    job = Job.objects.get(pk=result.id)
+    assert (job.status, job.attempts, job.return_value, runs("a")) == ("SUCCESSFUL", 1, "a", 1)
+
+
+def test_a_failure_rolls_the_body_back_and_counts_its_attempt():
+    result = tasks.record_then_fail.enqueue("f")  # max_attempts=2
+
+    while Job.objects.get(pk=result.id).status != "FAILED":
+        burst()
+
+    job = Job.objects.get(pk=result.id)
+    assert (job.attempts, runs("f")) == (2, 0), "both runs' inserts were rolled back"
+    assert [e["exception_class_path"] for e in job.errors] == ["builtins.RuntimeError"] * 2
+
+
+def test_an_async_task_cannot_be_atomic():
+    async def coroutine() -> None:
+        pass
+
+    with pytest.raises(InvalidTask, match="atomic=True needs a plain function"):
+        backend.DatabaseTask(
+            priority=0,
+            func=coroutine,
+            queue_name="default",
+            backend="default",
+            takes_context=False,
+            run_after=None,
+            atomic=True,
+        ).using()
+
+
+@needs_row_locks
+@pytest.mark.parametrize(("task", "expected"), [("record_then_sleep", 1), ("record_then_sleep_plain", 2)])
+def test_a_worker_paused_past_its_lease_commits_nothing_of_an_atomic_task(runqueue, task, expected):
+    """The paused worker resumes inside the body after another worker ran the
+    job: an atomic body rolls back (one row), a plain one does not (two)."""
+    result = getattr(tasks, task).enqueue("slept", 2)
+    paused = runqueue("--queue", "slow", DBQUEUE_LEASE="2")
+    wait_for(lambda: Job.objects.get(pk=result.id).status == "RUNNING")
+    wait_for(lambda: Job.objects.get(pk=result.id).worker_ids == [] and in_body(paused))
+    paused.signal_group(signal.SIGSTOP)
+    try:
+        other = runqueue("--queue", "slow", DBQUEUE_LEASE="2")
+        wait_for(lambda: Job.objects.get(pk=result.id).status == "SUCCESSFUL", timeout=60)
+    finally:
+        paused.signal_group(signal.SIGCONT)
+    wait_for(lambda: "lease was lost" in paused.output(), timeout=30)
+
+    assert runs("slept") == expected
+    job = Job.objects.get(pk=result.id)
+    assert job.status == "SUCCESSFUL" and len(job.worker_ids) == 1
+    paused.signal_group(signal.SIGTERM)
+    other.signal_group(signal.SIGTERM)
+    assert paused.wait(30) == 0 and other.wait(30) == 0
+
+
+def in_body(worker) -> bool:
+    """The worker's task has started (its log says so at debug level: here,
+    the body's insert is visible to others only for a plain task, so ask
+    the server whether the worker's connection is inside a transaction)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "mysql":
+            cursor.execute("SELECT COUNT(*) FROM information_schema.INNODB_TRX")
+        else:
+            cursor.execute("SELECT COUNT(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%%'")
+        return cursor.fetchone()[0] > 0 or Execution.objects.filter(key="slept").exists()

@@ -1,0 +1,155 @@
+"""Concurrency limits: at most N jobs of one key RUNNING, across all workers."""
+
+import signal
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from demo.models import Execution
+from demo.tasks import add, per_customer
+from django_dbqueue import bulk_enqueue, task
+from django_dbqueue.models import Job
+from django_dbqueue.tasks_api import InvalidTask
+from django_dbqueue.transitions import Finished
+from tests.conftest import needs_row_locks, wait_for
+
+
+def limited(n: int, key: str = "k", limit: int = 2, queue: str = "default") -> list[Job]:
+    return Job.objects.bulk_create(
+        [
+            Job(task_path="demo.tasks.noop", concurrency_key=key, concurrency_limit=limit, queue_name=queue)
+            for _ in range(n)
+        ]
+    )
+
+
+@pytest.mark.django_db
+def test_the_ordinary_claim_leaves_limited_jobs_alone():
+    limited(3)
+    plain = Job.objects.bulk_create([Job(task_path="demo.tasks.noop")])[0]
+    assert [job.pk for job in Job.objects.claim("w", limit=10)] == [plain.pk]
+
+
+@pytest.mark.django_db
+def test_a_job_over_its_limit_waits_without_spending_an_attempt_and_gets_the_freed_slot():
+    jobs = limited(3)
+    first = Job.objects.claim_limited("a", ["default"], ["k"])
+    second = Job.objects.claim_limited("b", ["default"], ["k"])
+    assert [j.pk for j in first + second] == [jobs[0].pk, jobs[1].pk]
+
+    assert Job.objects.claim_limited("c", ["default"], ["k"]) == []
+    waiting = Job.objects.get(pk=jobs[2].pk)
+    assert (waiting.status, waiting.attempts, waiting.owner) == ("READY", 0, None)
+
+    now = timezone.now()
+    Job.objects.record_successes("a", [Finished(first[0], now, now)])
+    assert [j.pk for j in Job.objects.claim_limited("c", ["default"], ["k"])] == [jobs[2].pk]
+
+
+@pytest.mark.django_db
+def test_one_claim_takes_one_job_of_each_key_with_a_free_slot():
+    limited(3, key="a", limit=2)
+    limited(2, key="b", limit=1)
+    limited(1, key="c", limit=1)
+    Job.objects.claim_limited("x", ["default"], ["c"])
+    batch = Job.objects.claim_limited("w", ["default"], ["a", "b", "c"])
+    assert sorted(job.concurrency_key for job in batch) == ["a", "b"], "c is at its limit"
+    assert {job.status for job in batch} == {"RUNNING"}
+    assert sorted(j.concurrency_key for j in Job.objects.claim_limited("v", ["default"], ["a", "b"])) == ["a"]
+
+
+@pytest.mark.django_db
+def test_the_limit_counts_running_jobs_of_the_key_on_every_queue():
+    limited(1, queue="email")
+    limited(2, queue="default")
+    assert len(Job.objects.claim_limited("a", ["email"], ["k"])) == 1
+    assert len(Job.objects.claim_limited("b", ["default"], ["k"])) == 1
+    assert Job.objects.claim_limited("c", ["default"], ["k"]) == []
+
+
+@pytest.mark.django_db
+def test_a_crashed_holders_slot_comes_back_with_its_lease():
+    jobs = limited(2, limit=1)
+    [held] = Job.objects.claim_limited("dead", ["default"], ["k"])
+    assert Job.objects.claim_limited("live", ["default"], ["k"]) == []
+
+    Job.objects.filter(pk=held.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert Job.objects.recover_expired() == (1, 0)
+    # The recovered job is first in claim order again, and its slot is free.
+    assert [j.pk for j in Job.objects.claim_limited("live", ["default"], ["k"])] == [jobs[0].pk]
+
+
+@pytest.mark.django_db
+def test_enqueue_stores_the_key_per_call_also_in_bulk():
+    result = per_customer.enqueue("acme", 1, 0)
+    results = bulk_enqueue(per_customer, [(("acme", 2, 0), {}), (("globex", 3, 0), {})])
+    rows = Job.objects.in_bulk([int(r.id) for r in [result, *results]])
+    assert [
+        (rows[int(r.id)].concurrency_key, rows[int(r.id)].concurrency_limit) for r in [result, *results]
+    ] == [
+        ("customer:acme", 2),
+        ("customer:acme", 2),
+        ("customer:globex", 2),
+    ]
+    job = Job.objects.get(pk=add.using(concurrency_key="api", concurrency_limit=3).enqueue(1, 2).id)
+    assert (job.concurrency_key, job.concurrency_limit) == ("api", 3)
+
+
+def test_a_limit_of_zero_or_a_key_without_a_limit_is_refused():
+    def f() -> None: ...
+
+    with pytest.raises(InvalidTask, match="concurrency_limit must be a whole number of at least 1, not 0"):
+        task(concurrency_key="k", concurrency_limit=0)(f)
+    with pytest.raises(InvalidTask, match="concurrency_key and concurrency_limit go together"):
+        task(concurrency_key="k")(f)
+
+
+def overlap(starts: dict[int, object], ends: dict[int, object]) -> tuple[int, float]:
+    """The most jobs running at once, and the share of the whole run during
+    which exactly two ran, from the jobs' own start and end marks."""
+    events = sorted([(at, 1) for at in starts.values()] + [(at, -1) for at in ends.values()])
+    running = most = 0
+    two = 0.0
+    for (at, step), (following, _) in zip(events, events[1:] + events[-1:], strict=True):
+        running += step
+        most = max(most, running)
+        if running >= 2:
+            two += (following - at).total_seconds()
+    return most, two / (events[-1][0] - events[0][0]).total_seconds()
+
+
+@needs_row_locks
+@pytest.mark.django_db(transaction=True)
+def test_a_limit_of_two_holds_and_is_used_while_four_workers_drain_one_key(runqueue):
+    total = 1000
+    bulk_enqueue(per_customer, [(("acme", i, 0.02), {}) for i in range(total)])
+    bulk_enqueue(add, [((i, i), {}) for i in range(200)])  # unlimited jobs drain beside them
+    hosts = [runqueue("--processes", "2", "--queue", "default") for _ in range(2)]
+
+    wait_for(
+        lambda: Job.objects.filter(status="SUCCESSFUL").count() == total + 200, timeout=120, interval=0.5
+    )
+    for host in hosts:
+        host.signal(signal.SIGTERM)
+        assert host.wait() == 0
+
+    marks = Execution.objects.values_list("key", "at")
+    starts = {int(k[6:]): at for k, at in marks if k.startswith("start:")}
+    ends = {int(k[4:]): at for k, at in marks if k.startswith("end:")}
+    assert len(starts) == len(ends) == total
+    jobs = Job.objects.filter(concurrency_key="customer:acme")
+    holding = list(jobs.values_list("return_value", flat=True))
+    assert max(holding) <= 2, "no job saw more than 2 slots held"
+    both = holding.count(2) / total
+    assert set(jobs.values_list("attempts", flat=True)) == {1}, "waiting spent no attempt"
+    most, share = overlap(starts, ends)
+    assert most == 2, "the limit was never exceeded, and was reached"
+    span = (max(ends.values()) - min(starts.values())).total_seconds()
+    print(
+        f"both slots held at {both:.0%} of starts; two ran for {share:.0%} of the drain; {total / span:.1f}/s"
+    )
+    # Fully used: a job that starts finds the other slot held too, unless the
+    # other worker is between its record and its next claim (a few commits).
+    assert both > 0.4, f"only {both:.0%} of jobs started with the other slot held"
+    assert len(set(Execution.objects.values_list("pid", flat=True))) == 4, "all four workers took part"

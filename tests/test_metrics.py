@@ -1,0 +1,94 @@
+"""Prometheus metrics from `runqueue --metrics-port` and the Django view."""
+
+import signal
+import socket
+import urllib.request
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from demo import tasks
+from django_dbqueue.db import read_database_now
+from django_dbqueue.models import Job, PausedQueue
+from tests.conftest import wait_for
+
+prometheus = pytest.importorskip("prometheus_client")
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def samples(text: str) -> dict[tuple, float]:
+    """Every sample as {(name, (label pairs...)): value}."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def scrape(port: int) -> dict[tuple, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        return samples(response.read().decode())
+
+
+def test_runqueue_serves_queue_and_process_metrics_summed_over_its_workers(runqueue):
+    due = read_database_now("default") - timedelta(seconds=100)
+    Job.objects.create(task_path="demo.tasks.send_welcome", queue_name="email", run_after=due)
+    PausedQueue.objects.create(queue_name="email")
+    port = free_port()
+    worker = runqueue(
+        "--queue", "default", "--processes", "2", "--metrics-port", str(port), "--metrics-addr", "127.0.0.1"
+    )
+    for i in range(20):
+        tasks.add.enqueue(i, i)
+    tasks.always_fails.enqueue("on purpose")  # two runs, then FAILED
+    wait_for(
+        lambda: Job.objects.filter(queue_name="default", status__in=["SUCCESSFUL", "FAILED"]).count() == 21
+    )
+    wait_for(lambda: scrape(port).get(("dbqueue_jobs_processed_total", ())) == 22)
+    m = scrape(port)
+    assert m[("dbqueue_jobs_failed_total", ())] == 1
+    assert m[("dbqueue_job_run_seconds_count", ())] == 22
+    assert m[("dbqueue_job_run_seconds_bucket", (("le", "+Inf"),))] == 22
+    assert m[("dbqueue_claim_seconds_count", ())] >= 2
+    assert m[("dbqueue_worker_processes", ())] == 2
+    assert m[("dbqueue_database_up", ())] == 1
+    assert m[("dbqueue_jobs", (("queue", "default"), ("status", "SUCCESSFUL")))] == 20
+    assert m[("dbqueue_jobs", (("queue", "default"), ("status", "FAILED")))] == 1
+    assert m[("dbqueue_jobs_due", (("queue", "email"),))] == 1
+    assert 100 <= m[("dbqueue_queue_lag_seconds", (("queue", "email"),))] < 160
+    assert m[("dbqueue_queue_lag_seconds", (("queue", "default"),))] == 0
+    assert m[("dbqueue_queue_paused", (("queue", "email"),))] == 1
+    assert m[("dbqueue_queue_paused", (("queue", "default"),))] == 0
+    wait_for(lambda: scrape(port).get(("dbqueue_workers_alive", ())) == 2)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    assert f"Serving Prometheus metrics on 127.0.0.1:{port}/metrics." in worker.output()
+
+
+def test_the_django_view_serves_the_queue_metrics(client):
+    Job.objects.create(task_path="demo.tasks.add", status="FAILED")
+    response = client.get("/metrics/")
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/plain")
+    m = samples(response.content.decode())
+    assert m[("dbqueue_jobs", (("queue", "default"), ("status", "FAILED")))] == 1
+    assert ("dbqueue_jobs_processed_total", ()) not in m, "a web process runs no jobs"
+
+
+def test_a_bad_metrics_port_is_refused():
+    with pytest.raises(CommandError, match="--metrics-port must be between 1 and 65535, not 0"):
+        call_command("runqueue", "--metrics-port", "0")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(CommandError, match=f"Cannot serve metrics on 127.0.0.1:{port}"):
+            call_command("runqueue", "--metrics-port", str(port), "--metrics-addr", "127.0.0.1")

@@ -1,0 +1,60 @@
+"""Every place the code reads MySQL and MariaDB differently, each branch
+tested here. No MySQL 8 server installs from this project's package
+registries (README, "MySQL 8.4"): the MySQL side of each is tested on the
+values MySQL gives, and the shared SQL on MariaDB."""
+
+import pytest
+from django.db import OperationalError, connection
+
+from django_dbqueue.admin.paginator import explained_rows
+from django_dbqueue.checks import binlog_warning
+from django_dbqueue.db import MYSQL_DISCONNECTS, is_outage, read_database_now
+from django_dbqueue.worker.heartbeat import server_uptime
+
+needs_mysql_protocol = pytest.mark.skipif(
+    __import__("os").environ.get("DBQUEUE_DATABASE", "sqlite") != "mariadb",
+    reason="runs its SQL on MariaDB (DBQUEUE_DATABASE=mariadb)",
+)
+
+
+@pytest.mark.parametrize(
+    ("first", "rows"),
+    [
+        ({"rows": 1200, "filtered": 10.0}, 120),  # MySQL: numbers
+        ({"rows": "1200", "filtered": "10.00"}, 120),  # MariaDB: text
+        ({"rows": "1200", "filtered": None}, 1200),  # MariaDB without filtered
+        ({"rows": None}, 0),
+    ],
+)
+def test_explain_rows_as_mysql_and_mariadb_give_them(first, rows):
+    assert explained_rows(first) == rows
+
+
+@pytest.mark.parametrize(
+    ("code", "server"),
+    [(4031, "MySQL 8.0.24+: disconnected for inactivity"), (1927, "MariaDB: connection killed")],
+)
+def test_each_servers_own_disconnect_code_is_an_outage(code, server):
+    assert code in MYSQL_DISCONNECTS, server
+    assert is_outage(OperationalError(code, server), "default")
+
+
+def test_binlog_defaults_mysql_row_is_quiet_and_mariadb_mixed_warns():
+    assert binlog_warning("default", 1, "ROW") is None  # MySQL 8's default
+    assert binlog_warning("default", 1, "MIXED").id == "django_dbqueue.W002"  # MariaDB's
+
+
+@needs_mysql_protocol
+@pytest.mark.django_db
+def test_uptime_is_read_with_show_which_mysql_8_still_has():
+    # MySQL 8 has no information_schema.GLOBAL_STATUS; both servers answer SHOW.
+    assert connection.vendor == "mysql"
+    uptime = server_uptime("default")
+    assert uptime is not None and uptime > 0
+
+
+@needs_mysql_protocol
+@pytest.mark.django_db
+def test_the_database_clock_reads_utc_timestamp_with_microseconds():
+    now = read_database_now("default")
+    assert now.tzinfo is not None

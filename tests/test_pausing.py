@@ -1,0 +1,104 @@
+"""Pausing and resuming a queue: real workers, the command, the admin."""
+
+import signal
+from datetime import timedelta
+
+import pytest
+from django.contrib.admin.models import ADDITION, DELETION, LogEntry
+from django.core.management import CommandError, call_command
+
+from demo import tasks
+from django_dbqueue.db import read_database_now
+from django_dbqueue.models import Job, PausedQueue
+from tests.admin_helpers import DASHBOARD, job, staff
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PAUSE_URL = "/admin/django_dbqueue/pausedqueue/pause/"
+RESUME_URL = "/admin/django_dbqueue/pausedqueue/resume/"
+
+
+def status(result) -> str:
+    return Job.objects.get(pk=result.id).status
+
+
+def done(result) -> bool:
+    return status(result) == "SUCCESSFUL"
+
+
+def test_a_paused_queue_is_not_claimed_its_running_job_finishes_and_resume_needs_no_restart(runqueue):
+    worker = runqueue("--queue", "default", "--queue", "email", "--queue", "slow")
+    holding = tasks.sleep.enqueue(1.5)
+    wait_for(lambda: status(holding) == "RUNNING")
+    call_command("pausequeue", "slow", "email")
+    # A marker due only once every worker's cached view (at most
+    # POLL_INTERVAL_MAX, 2 s, old) must have been read after the pause.
+    marker = tasks.add.using(run_after=read_database_now("default") + timedelta(seconds=2.5)).enqueue(1, 1)
+    wait_for(lambda: done(marker))
+    assert done(holding), "the job in hand when its queue was paused finished"
+
+    waiting = [tasks.send_welcome.enqueue(i) for i in range(3)] + [tasks.sleep.enqueue(0.01)]
+    after = tasks.add.enqueue(2, 2)  # the email jobs come first in claim order (priority 10)
+    wait_for(lambda: done(after))
+    assert {status(r) for r in waiting} == {"READY"}, "nothing is claimed from a paused queue"
+
+    call_command("pausequeue", "email", "slow", "--resume")
+    wait_for(lambda: all(done(r) for r in waiting))
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    assert "restart" not in worker.output().replace("0 worker restarts", "")
+
+
+def test_the_command_pauses_lists_resumes_and_refuses_unknown_queues(capsys):
+    call_command("pausequeue", "email")
+    call_command("pausequeue", "email")
+    call_command("pausequeue")
+    call_command("pausequeue", "email", "--resume")
+    call_command("pausequeue", "email", "--resume")
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "Paused email.",
+        "email was paused already.",
+        "email",
+        "Resumed email.",
+        "email was not paused.",
+    ]
+    with pytest.raises(CommandError, match=r"Unknown queue 'nope' for backend 'default'; its QUEUES are"):
+        call_command("pausequeue", "nope")
+    with pytest.raises(CommandError, match="Name the queues to resume"):
+        call_command("pausequeue", "--resume")
+    assert not PausedQueue.objects.exists()
+
+
+def test_admin_pause_needs_the_permission_is_logged_and_shows_on_the_dashboard(client):
+    viewer = staff("viewer", "view_job")
+    client.force_login(viewer)
+    assert client.post(PAUSE_URL, {"queue": "email"}).status_code == 403
+    assert "Pause</button>" not in client.get(DASHBOARD).content.decode()
+    assert not PausedQueue.objects.exists()
+
+    job(queue_name="default")
+    operator = staff("operator", "view_job", "pause_queue")
+    client.force_login(operator)
+    assert client.get(PAUSE_URL).status_code == 405, "POST only"
+    response = client.post(PAUSE_URL, {"queue": "email"}, follow=True)
+    assert "Paused queue email" in response.content.decode()
+    row = PausedQueue.objects.get()
+    assert (row.queue_name, row.paused_by) == ("email", "operator")
+    page = client.get(DASHBOARD).content.decode()
+    assert 'email <span class="dbqueue-paused">paused</span>' in page
+    # email, with no job, is listed as it is paused; default, with a job, is not paused.
+    assert "Resume</button>" in page and "Pause</button>" in page
+
+    response = client.post(PAUSE_URL, {"queue": "nope"}, follow=True)
+    assert "Unknown queue &#x27;nope&#x27;" in response.content.decode()
+    client.post(RESUME_URL, {"queue": "email"})
+    assert not PausedQueue.objects.exists()
+    entries = list(
+        LogEntry.objects.order_by("pk").values_list("user__username", "action_flag", "change_message")
+    )
+    assert entries == [
+        ("operator", ADDITION, "Paused queue email."),
+        ("operator", DELETION, "Resumed queue email."),
+    ]

@@ -1,0 +1,149 @@
+"""Retention: the option, `prunejobs`, and the heartbeat pruning by itself."""
+
+import json
+import signal
+import threading
+from datetime import timedelta
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import CommandError, call_command
+from django.db import connection, transaction
+
+from django_dbqueue.db import read_database_now
+from django_dbqueue.models import Job
+from django_dbqueue.options import QueueOptions
+from django_dbqueue.retention import delete_batch
+from tests.conftest import needs_row_locks, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def make(status: str, days_ago: float | None, n: int = 1) -> None:
+    now = read_database_now("default")
+    finished = None if days_ago is None else now - timedelta(days=days_ago)
+    # READY ones in a queue the test's workers do not serve.
+    Job.objects.bulk_create(
+        Job(task_path="demo.tasks.add", queue_name="email", status=status, finished_at=finished)
+        for _ in range(n)
+    )
+
+
+def remaining() -> dict[tuple[str, bool], int]:
+    """How many jobs are left per (status, finished more than 5 days ago)."""
+    cutoff = read_database_now("default") - timedelta(days=5)
+    left: dict[tuple[str, bool], int] = {}
+    for status, finished in Job.objects.values_list("status", "finished_at"):
+        key = (status, bool(finished and finished < cutoff))
+        left[key] = left.get(key, 0) + 1
+    return left
+
+
+@pytest.fixture
+def jobs():
+    make("SUCCESSFUL", 10, 7)
+    make("SUCCESSFUL", 1, 2)
+    make("FAILED", 10, 3)
+    make("CANCELLED", 40, 1)
+    make("READY", None, 2)
+    make("RUNNING", None, 1)
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ([7], "OPTIONS RETENTION must be a dict of days per outcome"),
+        ({"READY": 1}, "OPTIONS RETENTION names 'READY'; the outcomes are SUCCESSFUL, FAILED, CANCELLED."),
+        ({"FAILED": 0}, "OPTIONS RETENTION['FAILED'] must be a number of days above zero, not 0."),
+        ({"FAILED": "7"}, "must be a number of days above zero, not '7'"),
+        ({"FAILED": True}, "not True"),
+    ],
+)
+def test_bad_retention_values_are_refused_with_a_clear_message(value, message):
+    with pytest.raises(ImproperlyConfigured, match=message.replace("[", r"\[").replace("]", r"\]")):
+        QueueOptions.parse({"RETENTION": value})
+    assert dict(QueueOptions.parse({"RETENTION": {"FAILED": 30, "SUCCESSFUL": 0.5}}).RETENTION) == {
+        "FAILED": 30.0,
+        "SUCCESSFUL": 0.5,
+    }
+
+
+def test_prunejobs_dry_run_counts_and_deletes_nothing(jobs, settings, capsys):
+    settings.TASKS = with_retention(settings, {"SUCCESSFUL": 5, "CANCELLED": 30})
+    before = remaining()
+    call_command("prunejobs", "--dry-run")
+    out = capsys.readouterr().out
+    assert "SUCCESSFUL: 7 jobs finished more than 5 days ago would be deleted." in out
+    assert "CANCELLED: 1 jobs finished more than 30 days ago would be deleted." in out
+    assert remaining() == before
+
+
+def test_prunejobs_deletes_per_outcome_in_batches_with_progress(jobs, settings, capsys):
+    settings.TASKS = with_retention(settings, {"SUCCESSFUL": 5, "CANCELLED": 30})
+    call_command("prunejobs", "--batch", "3", "--verbosity", "2")
+    captured = capsys.readouterr()
+    assert "SUCCESSFUL: deleted 7 jobs finished more than 5 days ago." in captured.out
+    assert "SUCCESSFUL: 3 deleted so far" in captured.err and "SUCCESSFUL: 6 deleted so far" in captured.err
+    assert remaining() == {
+        ("SUCCESSFUL", False): 2,
+        ("FAILED", True): 3,
+        ("READY", False): 2,
+        ("RUNNING", False): 1,
+    }
+    call_command("prunejobs", "--older-than", "5", "--status", "FAILED")
+    assert ("FAILED", True) not in remaining()
+
+
+def test_prunejobs_refuses_bad_input(settings):
+    with pytest.raises(CommandError, match="OPTIONS RETENTION is not set; give --older-than DAYS"):
+        call_command("prunejobs")
+    with pytest.raises(CommandError, match="'-1' must be a number above zero"):
+        call_command("prunejobs", "--older-than", "-1")
+    with pytest.raises(CommandError, match="--batch must be between 1 and 10000, not 0"):
+        call_command("prunejobs", "--older-than", "1", "--batch", "0")
+    settings.TASKS = with_retention(settings, {"SUCCESSFUL": 5})
+    with pytest.raises(CommandError, match="OPTIONS RETENTION keeps FAILED for ever"):
+        call_command("prunejobs", "--status", "FAILED")
+    settings.TASKS = with_retention(settings, {"SUCCESSFUL": -5})
+    with pytest.raises(CommandError, match=r"RETENTION\['SUCCESSFUL'\] must be a number of days above zero"):
+        call_command("prunejobs")
+
+
+@needs_row_locks
+def test_a_batch_skips_rows_another_pruner_holds_and_waits_for_nothing(jobs):
+    ids = list(Job.objects.filter(status="SUCCESSFUL").values_list("pk", flat=True))
+    other: list[int] = []
+
+    def second_pruner() -> None:
+        try:
+            other.append(delete_batch("default", "SUCCESSFUL", 5))
+        finally:
+            connection.close()
+
+    with transaction.atomic():
+        held = list(Job.objects.select_for_update().filter(pk__in=ids).values_list("pk", flat=True))
+        thread = threading.Thread(target=second_pruner)
+        thread.start()
+        thread.join(10)
+    assert len(held) == 9 and other == [0], "the locked rows were skipped, not waited for"
+    assert delete_batch("default", "SUCCESSFUL", 5) == 7
+
+
+def test_the_heartbeat_prunes_expired_jobs_by_itself(jobs, runqueue):
+    worker = runqueue("--queue", "default", DBQUEUE_RETENTION=json.dumps({"SUCCESSFUL": 5, "FAILED": 5}))
+    wait_for(lambda: ("SUCCESSFUL", True) not in remaining() and ("FAILED", True) not in remaining())
+    assert remaining() == {
+        ("SUCCESSFUL", False): 2,
+        ("CANCELLED", True): 1,
+        ("READY", False): 2,
+        ("RUNNING", False): 1,
+    }
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    assert "Pruned 10 finished jobs past their retention (SUCCESSFUL 7, FAILED 3)." in worker.output()
+
+
+def with_retention(settings, retention):
+    tasks = json.loads(json.dumps(settings.TASKS))
+    tasks["default"]["OPTIONS"]["RETENTION"] = retention
+    return tasks
