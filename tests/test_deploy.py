@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from demo import tasks
+from demo.models import Execution
 from django_dbqueue.models import Job
 from tests.conftest import ROOT, subprocess_env, wait_for
 
@@ -87,9 +88,11 @@ def test_the_unit_stops_gracefully_when_systemd_stops_it(tmp_path):
         start_new_session=True,
     )
     try:
-        in_hand = tasks.sleep.enqueue(1.5)
+        in_hand = tasks.sleep.enqueue(1.5, key="in hand")
         waiting = [tasks.sleep.enqueue(0.01) for _ in range(3)]
-        wait_for(lambda: Job.objects.get(pk=in_hand.id).status == "RUNNING")
+        # Claimed is not started: a job claimed but not yet begun is rightly
+        # given back at a stop, so wait for the body itself.
+        wait_for(lambda: Execution.objects.filter(key="in hand").exists())
         code, took = stop_like_systemd(proc, timeout)
     finally:
         if proc.poll() is None:
@@ -134,8 +137,8 @@ def test_the_container_entrypoint_execs_runqueue_which_stops_on_sigterm_to_pid_1
         start_new_session=True,
     )
     try:
-        in_hand = tasks.sleep.enqueue(1.0)
-        wait_for(lambda: Job.objects.get(pk=in_hand.id).status == "RUNNING")
+        in_hand = tasks.sleep.enqueue(1.0, key="in hand")
+        wait_for(lambda: Execution.objects.filter(key="in hand").exists())
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
         assert b"runqueue" in cmdline, "exec: runqueue itself is the container's main process"
         proc.send_signal(signal.SIGTERM)  # docker stop: to the main process only
