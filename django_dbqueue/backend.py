@@ -34,16 +34,32 @@ from .validation import check_arguments, task_module_allowed, validate_fields
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DatabaseTask(Task):
-    """A django.tasks Task that also takes ``max_attempts`` and ``timeout``
-    (seconds): ``@task(max_attempts=5, timeout=30)``. ``None`` means the
-    backend's MAX_ATTEMPTS and JOB_TIMEOUT. ``atomic=True`` runs the task's
-    body and its job's success in one transaction on the queue's database
-    (worker/atomic.py).
+    """The task class of :class:`DatabaseBackend`: Django's ``Task`` with the
+    queue's own options. Set them in ``@task(...)`` (see
+    :func:`django_dbqueue.task`); the four key options may also be set for
+    one call with ``.using(...)``.
 
-    ``unique_key`` (README, "Unique jobs") and ``concurrency_key`` with
-    ``concurrency_limit`` (README, "Concurrency limits"): a string, or a
-    function of the call's arguments returning one; per call through
-    ``.using(unique_key=...)``."""
+    ``max_attempts``
+        Runs before the job ends FAILED; ``None`` means the backend's
+        ``MAX_ATTEMPTS``.
+    ``timeout``
+        Seconds one run may take before it fails with ``JobTimeout``;
+        ``None`` means the backend's ``JOB_TIMEOUT``.
+    ``atomic``
+        Run the body and record the job's success in one transaction on the
+        queue's database, conditioned on the worker still holding the job:
+        the body's writes through that database happen exactly once.
+    ``unique_key``
+        A string, or a function of the call's arguments returning one (or
+        ``None`` for no key). While an unfinished job holds the key,
+        enqueueing another returns that job, or raises
+        :class:`~django_dbqueue.exceptions.JobAlreadyQueued` when
+        ``on_duplicate="raise"``.
+    ``concurrency_key``, ``concurrency_limit``
+        At most ``concurrency_limit`` jobs with the same key (a string or a
+        function of the arguments) run at once, across every worker; the
+        others wait without spending an attempt.
+    """
 
     max_attempts: int | None = None
     timeout: float | None = None
@@ -83,6 +99,13 @@ class StoredTaskError(TaskError):
 
 
 class DatabaseBackend(BaseTaskBackend):
+    """The ``django.tasks`` backend that stores each job as a row of
+    :class:`~django_dbqueue.models.Job` for ``runqueue`` workers to claim.
+    Configure it in ``TASKS`` with ``"BACKEND":
+    "django_dbqueue.backend.DatabaseBackend"``; its ``OPTIONS`` are listed
+    on the settings page. An ``enqueue()`` inside a transaction commits or
+    rolls back with it."""
+
     task_class = DatabaseTask
     supports_defer = True
     supports_async_task = True

@@ -30,8 +30,19 @@ def task(
     takes_context: bool = False,
     **options: Any,
 ) -> Any:
-    """Make a task of a module-level function, as Django's ``@task`` does;
-    ``options`` are the queue's own (``max_attempts=5``, ``timeout=30``)."""
+    """Make a task of a module-level function, as Django's ``@task`` does,
+    with this queue's own options; use it bare (``@task``) or called
+    (``@task(queue_name="email", max_attempts=5)``).
+
+    ``priority``, ``queue_name``, ``backend`` and ``takes_context`` are
+    Django's. The queue's own ``options`` are the fields of
+    :class:`~django_dbqueue.backend.DatabaseTask`: ``max_attempts``,
+    ``timeout``, ``atomic``, ``unique_key``, ``on_duplicate``,
+    ``concurrency_key`` and ``concurrency_limit``. They are checked here,
+    so a wrong one fails at import with a clear message, and kept under
+    Django's ImmediateBackend and DummyBackend too, so a task module imports
+    under test settings. ``run_after`` is refused: it is a time, so set it
+    per call with ``.using(run_after=...)``."""
 
     def wrapper(func: Callable[..., Any]) -> Task:
         task_class = _task_class(backend, options)

@@ -42,8 +42,8 @@ myst_enable_extensions = ["colon_fence", "deflist", "fieldlist"]
 myst_heading_anchors = 3
 
 autodoc_member_order = "bysource"
-autodoc_typehints = "description"
-autodoc_default_options = {"members": True, "show-inheritance": False}
+autodoc_typehints = "signature"
+autodoc_typehints_format = "short"
 
 html_theme = "furo"
 html_title = f"django-dbqueue {release}"
