@@ -4,6 +4,12 @@ from django.db import models
 
 
 class Status(models.TextChoices):
+    """A job's state. ``READY``: waiting until due, then for a worker (a
+    failed attempt with attempts left comes back here after its backoff).
+    ``RUNNING``: claimed by a worker under a lease. ``SUCCESSFUL``,
+    ``FAILED`` (out of attempts, or not runnable) and ``CANCELLED`` are
+    finished: a job leaves them only when a person requeues it."""
+
     # The first four are django.tasks.TaskResultStatus's values.
     READY = "READY", "Ready"
     RUNNING = "RUNNING", "Running"
