@@ -105,24 +105,60 @@ def test_the_unit_stops_gracefully_when_systemd_stops_it(tmp_path):
     assert {Job.objects.get(pk=r.id).status for r in waiting} <= {"READY", "SUCCESSFUL"}
 
 
+UNITS = ("dbqueue@.service", "dbqueue-health@.service", "dbqueue-health@.timer", "dbqueue-restart@.service")
+
+
+def installed_here(name: str, conf: Path) -> str:
+    """A unit's text as it would run from this checkout, its instance's
+    configuration file being ``conf``."""
+    text = (DEPLOY / name).read_text()
+    text = text.replace(f"{APP}/.venv/bin/python", sys.executable).replace(APP, str(ROOT / "testproject"))
+    text = text.replace("/etc/dbqueue/%i.conf", str(conf))
+    return re.sub(r"^(User|Group)=.*$", "", text, flags=re.M)  # no such user here
+
+
 @pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="needs systemd-analyze")
 def test_the_units_are_valid_systemd_units(tmp_path):
     conf = tmp_path / "slow.conf"
-    conf.write_text("QUEUE_ARGS=--queue slow\n")
-    for name in ("dbqueue@.service", "dbqueue-health@.service", "dbqueue-health@.timer"):
-        text = (DEPLOY / name).read_text()
-        text = text.replace(f"{APP}/.venv/bin/python", sys.executable).replace(APP, str(ROOT / "testproject"))
-        text = text.replace("/etc/dbqueue/%i.conf", str(conf))
-        text = re.sub(r"^(User|Group)=.*$", "", text, flags=re.M)  # no such user here
-        (tmp_path / name.replace("@", "@slow")).write_text(text)
-    for name in ("dbqueue@slow.service", "dbqueue-health@slow.service", "dbqueue-health@slow.timer"):
+    conf.write_text("QUEUE_ARGS=--queue slow\nHEALTH_ARGS=--queue slow\n")
+    for name in UNITS:
+        (tmp_path / name.replace("@", "@slow")).write_text(installed_here(name, conf))
+    for name in UNITS:
         run = subprocess.run(
-            ["systemd-analyze", "verify", str(tmp_path / name)], capture_output=True, text=True, timeout=60
+            ["systemd-analyze", "verify", str(tmp_path / name.replace("@", "@slow"))],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         problems = [
             line for line in run.stderr.splitlines() if "mariadb.service" not in line and line.strip()
         ]
         assert run.returncode == 0 and not problems, run.stderr
+
+
+def test_the_watchdog_fails_without_live_workers_and_its_failure_restarts_them(runqueue):
+    health = service_section(DEPLOY / "dbqueue-health@.service")
+    unit = (DEPLOY / "dbqueue-health@.service").read_text()
+    assert re.search(r"^OnFailure=dbqueue-restart@%i\.service$", unit, flags=re.M)
+    restart = service_section(DEPLOY / "dbqueue-restart@.service")
+    assert restart["ExecStart"] == "/bin/systemctl restart dbqueue@%i.service" and "User" not in restart
+    # The group's file names what to check; the unit's own default is everything.
+    assert "HEALTH_ARGS=" in health["Environment"].split()
+
+    def check(conf: dict[str, str]) -> subprocess.CompletedProcess:
+        argv = here(expand(health["ExecStart"], "slow", conf))
+        return subprocess.run(
+            argv, cwd=ROOT / "testproject", env=subprocess_env(), capture_output=True, text=True, timeout=60
+        )
+
+    down = check({"HEALTH_ARGS": "--queue slow"})
+    assert down.returncode == 1 and "0 live workers" in down.stderr, down.stderr
+    worker = runqueue("--queue", "slow")
+    wait_for(lambda: check({"HEALTH_ARGS": "--queue slow"}).returncode == 0)
+    everything = check({})
+    assert everything.returncode == 0, everything.stderr
+    worker.signal_group(signal.SIGTERM)
+    assert worker.wait(30) == 0
 
 
 def test_the_container_entrypoint_execs_runqueue_which_stops_on_sigterm_to_pid_1(tmp_path):
