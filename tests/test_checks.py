@@ -1,7 +1,9 @@
 """System checks, each tested for its exact message, and runqueue's options."""
 
 import pytest
+from django.core import checks
 from django.core.management import CommandError, call_command
+from django.core.management.base import SystemCheckError
 from django.db import connection
 
 from django_dbqueue.checks import binlog_warning, check_binlog_format, check_skip_locked
@@ -97,6 +99,32 @@ def test_runqueue_refuses_options_out_of_range(options, message):
     with pytest.raises(CommandError) as raised:
         call_command("runqueue", **options)
     assert str(raised.value).startswith(message)
+
+
+def test_runqueue_asks_which_queues_when_the_backend_accepts_any(settings):
+    # Django reads an empty QUEUES as "any queue name": there is no list to serve.
+    settings.TASKS = {"default": {**settings.TASKS["default"], "QUEUES": []}}
+    with pytest.raises(CommandError, match=r"accepts any queue name .* name them with --queue\.$"):
+        call_command("runqueue", burst=True)
+
+
+@pytest.fixture
+def failing_check():
+    def fails(**kwargs):
+        return [checks.Error("failing on purpose", id="tests.E001")]
+
+    checks.register(fails)
+    yield
+    checks.registry.registry.registered_checks.discard(fails)
+
+
+def test_runqueue_runs_the_checks_unless_told_to_skip_them(failing_check):
+    # The checks come first; past them, --processes 0 is refused.
+    with pytest.raises(SystemCheckError, match="failing on purpose"):
+        call_command("runqueue", processes=0, skip_checks=False)
+    with pytest.raises(CommandError, match="--processes must be between") as refused:
+        call_command("runqueue", processes=0, skip_checks=True)
+    assert not isinstance(refused.value, SystemCheckError)
 
 
 def test_runqueue_refuses_a_backend_that_is_not_ours(settings):

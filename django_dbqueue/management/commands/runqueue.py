@@ -43,12 +43,15 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         backend = queue_backend(options["backend"], "runqueue")
+        if not options.get("skip_checks"):
+            # Django's own run of the checks leaves out the database's;
+            # the queue's database is the one thing a worker cannot do without.
+            self.check(databases=[backend.database])
         queues = self._queues(backend, options["queues"])
         processes = _in_range("--processes", options["processes"], 1, MAX_PROCESSES)
         # Not `or`: --batch 0 must be refused, not quietly replaced by the default.
         batch = options["batch"] if options["batch"] is not None else backend.config.BATCH_SIZE
         batch = _in_range("--batch", batch, 1, MAX_BATCH)
-        self.check(databases=[backend.database])
         _configure_logging(options["verbosity"])
         supervisor = Supervisor(
             backend.alias, queues, processes=processes, batch=batch, burst=options["burst"]
@@ -60,6 +63,11 @@ class Command(BaseCommand):
             sys.exit(code)
 
     def _queues(self, backend: DatabaseBackend, wanted: list[str] | None) -> list[str]:
+        if not wanted and not backend.queues:
+            raise CommandError(
+                f"The backend {backend.alias!r} accepts any queue name (its QUEUES is empty), so "
+                "runqueue cannot tell which queues to serve: name them with --queue."
+            )
         if not wanted:
             return sorted(backend.queues)
         unknown = [name for name in wanted if backend.queues and name not in backend.queues]
