@@ -2,7 +2,9 @@
 page, the project is built from them in a temporary directory on SQLite,
 every command shown is run (with this checkout importable, no pip install),
 its output is compared with the output shown, and the admin pages the
-tutorial describes are fetched as the superuser it creates."""
+tutorial describes are fetched as the superuser it creates. The examples of
+docs/testing.md then run in that project, under Django's test runner and
+under pytest."""
 
 import html
 import json
@@ -17,6 +19,7 @@ from tests.conftest import ROOT
 from tests.test_quickstart import Project, argvs, console_steps, sqlite_run_only
 
 TUTORIAL = ROOT / "docs" / "tutorial.md"
+TESTING = ROOT / "docs" / "testing.md"
 ADMIN = {"username": "admin", "email": "admin@example.com", "password": "tutorial-pw"}
 
 
@@ -83,10 +86,11 @@ def run_command(project: TutorialProject, argv: list[str]) -> str | None:
     return project.run(argv)
 
 
-@sqlite_run_only
-def test_the_tutorial_works_as_written(tmp_path):
-    text, blocks = tutorial_blocks()
-    project = TutorialProject(tmp_path)
+def follow_tutorial(where: Path) -> TutorialProject:
+    """Build the tutorial's project in ``where`` from the page, running every
+    command and comparing the output shown."""
+    _, blocks = tutorial_blocks()
+    project = TutorialProject(where)
     ran, skipped = [], []
     for language, body in blocks:
         if language == "python":
@@ -111,6 +115,13 @@ def test_the_tutorial_works_as_written(tmp_path):
     assert skipped == ["pip install django-dbqueue", "python manage.py runserver"]
     for expected in ("migrate", "shell -c", "runqueue --burst", "createsuperuser"):
         assert any(expected in command for command in ran), expected
+    return project
+
+
+@sqlite_run_only
+def test_the_tutorial_works_as_written(tmp_path):
+    project = follow_tutorial(tmp_path)
+    text = TUTORIAL.read_text()
 
     # The admin as the tutorial describes it, seen by the superuser it made.
     urls = re.findall(r"`(/admin/django_dbqueue/[\w/]*)`", text)
@@ -158,3 +169,27 @@ def test_the_tutorial_works_as_written(tmp_path):
     # The facts the page states about that row are the ones just checked.
     for fact in ("`greetings.tasks.greet`", "`1 / 3`", '`["Ada"]`', '`"Hello, Ada!"`', "*Queue dashboard*"):
         assert fact in text, fact
+
+
+@sqlite_run_only
+def test_the_testing_pages_examples_pass_in_the_tutorials_project(tmp_path):
+    """docs/testing.md's files, added to the tutorial's project: its TestCases
+    under Django's runner, and everything (the pytest fixture too) under pytest."""
+    project = follow_tutorial(tmp_path)
+    files = [
+        body
+        for language, body in re.findall(r"^```(\w+)\n(.*?)^```$", TESTING.read_text(), flags=re.M | re.S)
+        if language == "python"
+    ]
+    assert all(body.startswith("# greetings/") for body in files)
+    for body in files:
+        project.write(body)
+    tests = project.run(["python", "manage.py", "test", "greetings"])
+    assert "Ran 4 tests" in tests and "\nOK\n" in tests, tests
+    # Every file the page adds, tests.py too (not a name pytest collects by default).
+    paths = [re.match(r"# ([\w/]+\.py)", body).group(1) for body in files]
+    test_files = sorted({path for path in paths if "/test" in path})
+    assert len(test_files) == 5, test_files
+    options = ["-q", "-p", "no:cacheprovider", "--ds", "mysite.settings"]
+    pytest_run = project.run(["python", "-m", "pytest", *options, *test_files])
+    assert "5 passed" in pytest_run.splitlines()[-1], pytest_run
