@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
 from tests.test_quickstart import Project, argvs, console_steps, sqlite_run_only
 
@@ -118,9 +120,15 @@ def follow_tutorial(where: Path) -> TutorialProject:
     return project
 
 
+@pytest.fixture(scope="module")
+def tutorial_project(tmp_path_factory):
+    """The tutorial's project, built once for this module's tests."""
+    return follow_tutorial(tmp_path_factory.mktemp("tutorial"))
+
+
 @sqlite_run_only
-def test_the_tutorial_works_as_written(tmp_path):
-    project = follow_tutorial(tmp_path)
+def test_the_tutorial_works_as_written(tutorial_project):
+    project = tutorial_project
     text = TUTORIAL.read_text()
 
     # The admin as the tutorial describes it, seen by the superuser it made.
@@ -172,10 +180,11 @@ def test_the_tutorial_works_as_written(tmp_path):
 
 
 @sqlite_run_only
-def test_the_testing_pages_examples_pass_in_the_tutorials_project(tmp_path):
+def test_the_testing_pages_examples_pass_in_the_tutorials_project(tutorial_project):
     """docs/testing.md's files, added to the tutorial's project: its TestCases
-    under Django's runner, and everything (the pytest fixture too) under pytest."""
-    project = follow_tutorial(tmp_path)
+    under Django's runner, and everything (the pytest fixture too) under pytest.
+    (They run on test databases: the tutorial's own database is not touched.)"""
+    project = tutorial_project
     files = [
         body
         for language, body in re.findall(r"^```(\w+)\n(.*?)^```$", TESTING.read_text(), flags=re.M | re.S)
