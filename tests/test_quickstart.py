@@ -27,10 +27,6 @@ sqlite_run_only = pytest.mark.skipif(
 )
 
 
-def readme_section(title: str) -> str:
-    return (ROOT / "README.md").read_text().split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
-
-
 def quickstart() -> tuple[str, list[tuple[str, str]]]:
     """The Quickstart section's text and its fenced blocks (language, body), in order."""
     text = (ROOT / "README.md").read_text()
@@ -197,23 +193,6 @@ def test_the_quickstart_works_as_written(tmp_path):
         "reminder": ["READY", True],
         "pages": [200, 200],
     }
-
-    # The "Testing your tasks" section's TestCase runs in the same project.
-    [tests_py] = [
-        body
-        for body in re.findall(r"^```python\n(.*?)^```$", readme_section("Testing your tasks"), re.M | re.S)
-        if body.startswith("# myapp/tests.py\n")
-    ]
-    project.write(tests_py)
-    done = subprocess.run(
-        [str(python), "manage.py", "test", "myapp"],
-        cwd=project.cwd,
-        env=project.env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0 and "Ran 1 test" in done.stderr, done.stdout + done.stderr
 
 
 def test_the_demos_closing_hint_names_the_interpreter_that_ran_it():
