@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from .db import retry_on_conflict
-from .exceptions import TaskResultNotLoadable
+from .exceptions import JobCancelled, TaskResultNotLoadable
 from .inserting import insert_job
 from .keys import check_key_options, resolve_key
 from .options import QueueOptions
@@ -27,6 +27,7 @@ from .tasks_api import (
     TaskError,
     TaskResult,
     TaskResultDoesNotExist,
+    TaskResultStatus,
     task_enqueued,
 )
 from .validation import check_arguments, task_module_allowed, validate_fields
@@ -74,6 +75,11 @@ class DatabaseTask(Task):
         task = Task.using(self, **changes)
         return dataclasses.replace(task, **ours) if ours else task
 
+
+JOB_CANCELLED = f"{JobCancelled.__module__}.{JobCancelled.__qualname__}"
+CANCELLED_TRACEBACK = (
+    f"{JOB_CANCELLED}: the job was cancelled before it ran (in the admin, or by Job.objects.cancel()).\n"
+)
 
 OWN_USING = ("unique_key", "on_duplicate", "concurrency_key", "concurrency_limit")
 
@@ -237,10 +243,25 @@ class DatabaseBackend(BaseTaskBackend):
         the row's priority, queue and run_after, as ``.using()`` made them."""
         if task is None:
             task = load_task(job.task_path)
+        errors = [
+            StoredTaskError(
+                exception_class_path=str(error.get("exception_class_path", "")),
+                traceback=str(error.get("traceback", "")),
+                allowed_modules=self.config.ALLOWED_TASK_MODULES,
+            )
+            for error in job.errors or []
+            if isinstance(error, dict)
+        ]
+        status = job.status
+        if status == "CANCELLED":
+            # Django's API has no cancelled state; FAILED is finished, so a
+            # caller waiting for is_finished stops waiting.
+            status = TaskResultStatus.FAILED
+            errors.append(StoredTaskError(exception_class_path=JOB_CANCELLED, traceback=CANCELLED_TRACEBACK))
         result = TaskResult(
             task=self._task_as_stored(task, job),
             id=str(job.pk),
-            status=job.status,
+            status=status,
             enqueued_at=job.enqueued_at,
             started_at=job.started_at,
             finished_at=job.finished_at,
@@ -248,15 +269,7 @@ class DatabaseBackend(BaseTaskBackend):
             args=job.args if isinstance(job.args, list) else [],
             kwargs=job.kwargs if isinstance(job.kwargs, dict) else {},
             backend=self.alias,
-            errors=[
-                StoredTaskError(
-                    exception_class_path=str(error.get("exception_class_path", "")),
-                    traceback=str(error.get("traceback", "")),
-                    allowed_modules=self.config.ALLOWED_TASK_MODULES,
-                )
-                for error in job.errors or []
-                if isinstance(error, dict)
-            ],
+            errors=errors,
             worker_ids=list(job.worker_ids or []),
         )
         object.__setattr__(result, "_return_value", job.return_value)

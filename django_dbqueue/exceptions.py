@@ -25,6 +25,12 @@ class ResultNotStorable(Exception):
     again would return the same kind of value."""
 
 
+class JobCancelled(Exception):
+    """The error a cancelled job's result carries. Django's tasks API has no
+    cancelled state, so ``get_result()`` reports a CANCELLED job as FAILED
+    with this as its last error; the job's row keeps CANCELLED."""
+
+
 class WorkerStopped(Exception):
     """Recorded as a job's error when its worker was stopped at once (a second
     signal, or SIGQUIT) while running it; the attempt counts."""

@@ -9,9 +9,9 @@ from django.utils import timezone
 
 from demo import tasks
 from django_dbqueue.backend import StoredTaskError
-from django_dbqueue.exceptions import TaskResultNotLoadable, WorkerLost
+from django_dbqueue.exceptions import JobCancelled, TaskResultNotLoadable, WorkerLost
 from django_dbqueue.models import Job
-from django_dbqueue.tasks_api import TaskResultDoesNotExist, default_task_backend
+from django_dbqueue.tasks_api import TaskResultDoesNotExist, TaskResultStatus, default_task_backend
 
 pytestmark = pytest.mark.django_db
 
@@ -28,6 +28,23 @@ def test_get_result_equals_what_enqueue_returned_after_using():
     assert (stored.task.priority, stored.task.queue_name, stored.task.run_after) == (10, "slow", when)
     assert stored.task == enqueued.task
     assert stored == enqueued
+
+
+def test_a_cancelled_job_reads_as_finished_and_failed_with_the_reason():
+    # Django's tasks API has no cancelled state: a caller polling
+    # is_finished must stop, and must learn why the job did not run.
+    enqueued = tasks.add.enqueue(1, 2)
+    assert Job.objects.filter(pk=enqueued.id).cancel() == 1
+
+    result = tasks.add.get_result(enqueued.id)
+
+    assert (result.status, result.is_finished) == (TaskResultStatus.FAILED, True)
+    [error] = result.errors
+    assert error.exception_class is JobCancelled
+    assert "cancelled before it ran" in error.traceback
+    with pytest.raises(ValueError):
+        result.return_value  # noqa: B018
+    assert Job.objects.get(pk=enqueued.id).status == "CANCELLED", "the row keeps its own status"
 
 
 def test_get_result_of_a_plain_enqueue_has_the_decorators_task():
