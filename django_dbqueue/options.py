@@ -6,6 +6,9 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+# The most jobs one claim takes (OPTIONS BATCH_SIZE and runqueue --batch).
+MAX_BATCH_SIZE = 1000
+
 
 @dataclass(frozen=True, kw_only=True)
 class QueueOptions:
@@ -48,6 +51,10 @@ class QueueOptions:
             )
         values = {name: _parse_one(name, known[name].type, value) for name, value in raw.items()}
         options = cls(**values)
+        if options.BATCH_SIZE > MAX_BATCH_SIZE:
+            raise ImproperlyConfigured(
+                f"OPTIONS BATCH_SIZE must be at most {MAX_BATCH_SIZE}, not {options.BATCH_SIZE}."
+            )
         if options.POLL_INTERVAL_MIN > options.POLL_INTERVAL_MAX:
             raise ImproperlyConfigured("OPTIONS POLL_INTERVAL_MIN must not exceed POLL_INTERVAL_MAX.")
         return options

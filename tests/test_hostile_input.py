@@ -231,6 +231,8 @@ def test_runqueue_refuses_options_out_of_range(argv, message):
     ("options", "message"),
     [
         ({"BATCH_SIZE": 0}, "OPTIONS BATCH_SIZE must be a positive number, not 0"),
+        # runqueue's own limit on a claim; above it, runqueue would refuse to start.
+        ({"BATCH_SIZE": 1001}, "OPTIONS BATCH_SIZE must be at most 1000, not 1001"),
         ({"JOB_TIMEOUT": -1}, "OPTIONS JOB_TIMEOUT must be a positive number, not -1"),
         ({"ALLOWED_TASK_MODULES": "demo"}, "OPTIONS ALLOWED_TASK_MODULES must be a list of module paths"),
         ({"ALLOWED_TASK_MODULES": ["os; rm"]}, "holds 'os; rm', which is not a module path"),

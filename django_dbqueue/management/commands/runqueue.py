@@ -7,11 +7,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django_dbqueue.backend import DatabaseBackend
 from django_dbqueue.worker import Supervisor
 
+from ...options import MAX_BATCH_SIZE
 from ...tasks_api import DEFAULT_TASK_BACKEND_ALIAS
 from ._common import queue_backend
 
 MAX_PROCESSES = 256
-MAX_BATCH = 1000
 
 
 class Command(BaseCommand):
@@ -51,7 +51,7 @@ class Command(BaseCommand):
         processes = _in_range("--processes", options["processes"], 1, MAX_PROCESSES)
         # Not `or`: --batch 0 must be refused, not quietly replaced by the default.
         batch = options["batch"] if options["batch"] is not None else backend.config.BATCH_SIZE
-        batch = _in_range("--batch", batch, 1, MAX_BATCH)
+        batch = _in_range("--batch", batch, 1, MAX_BATCH_SIZE)
         _configure_logging(options["verbosity"])
         supervisor = Supervisor(
             backend.alias, queues, processes=processes, batch=batch, burst=options["burst"]
