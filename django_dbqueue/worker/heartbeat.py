@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from django.db import connections
+from django.template.defaultfilters import pluralize
 
 from ..db import DB_ERRORS, DbNow, Outage, drop_connection, elapsed, is_outage
 from ..retention import Pruner
@@ -140,8 +141,9 @@ def recover(database: str, outage: Outage, lease: float) -> int:
     requeued, failed = Job.objects.using(database).recover_expired()
     if requeued or failed:
         logger.warning(
-            "Recovered %d jobs from dead workers (%d back to READY, %d FAILED on their last attempt).",
+            "Recovered %d job%s from dead workers (%d back to READY, %d FAILED on their last attempt).",
             requeued + failed,
+            pluralize(requeued + failed),
             requeued,
             failed,
         )

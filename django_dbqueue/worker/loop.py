@@ -19,6 +19,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from django.db import connections
+from django.template.defaultfilters import pluralize
 
 from ..claiming import LimitedClaims, claim_from_queues
 from ..db import DB_ERRORS, Outage, drop_connection, elapsed, is_outage
@@ -114,7 +115,13 @@ class Worker:
                 heartbeat.stop()
             self.signals.restore()
             connections.close_all()
-        logger.info("Worker %s stopped after %d jobs (%d failed).", self.name, self.processed, self.failed)
+        logger.info(
+            "Worker %s stopped after %d job%s (%d failed).",
+            self.name,
+            self.processed,
+            pluralize(self.processed),
+            self.failed,
+        )
         return code
 
     def request_stop(self) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connections
+from django.template.defaultfilters import pluralize
 
 from ..db import elapsed
 from ..tasks_api import task_backends
@@ -242,10 +243,12 @@ class _StatusLine:
         processed, failed = sup.totals()
         elapsed = time.monotonic() - sup.started
         logger.info(
-            "Done: processed %d jobs (%d failed) in %.1fs, %.1f jobs/s, %d worker restarts.",
+            "Done: processed %d job%s (%d failed) in %.1fs, %.1f jobs/s, %d worker restart%s.",
             processed,
+            pluralize(processed),
             failed,
             elapsed,
             processed / elapsed if elapsed else 0.0,
             sup.restarts,
+            pluralize(sup.restarts),
         )
