@@ -207,6 +207,23 @@ def test_dashboard_counts_lag_throughput_and_live_workers(admin_client):
     assert external == []
 
 
+@pytest.mark.parametrize(("lease", "shown"), [(60, ["alive-1"]), (1200, ["alive-1", "quiet-1"])])
+def test_the_dashboard_counts_a_worker_alive_for_one_lease_after_its_last_heartbeat(
+    admin_client, settings, lease, shown
+):
+    # A worker heartbeats four times a lease: with a long lease, five
+    # minutes of quiet is normal, and the worker is still alive.
+    options = {**settings.TASKS["default"].get("OPTIONS", {}), "LEASE_SECONDS": lease}
+    settings.TASKS = {**settings.TASKS, "default": {**settings.TASKS["default"], "OPTIONS": options}}
+    now = timezone.now()
+    Worker.objects.create(name="alive-1", host="web-7", pid=4242, queues=["email"])
+    Worker.objects.create(name="quiet-1", host="web-8", pid=7, last_seen_at=now - timedelta(minutes=5))
+
+    page = admin_client.get(DASHBOARD)
+
+    assert [w.name for w in page.context["workers"]] == shown
+
+
 def test_dashboard_is_linked_from_the_admin_index_and_the_changelist(admin_client, client):
     index = admin_client.get("/admin/").content.decode()
     assert 'href="/admin/django_dbqueue/dashboard/"' in index

@@ -27,6 +27,7 @@ from django.utils.safestring import SafeString
 
 from ..models import Dashboard, Job, Status, Worker
 from .chart import round_up, throughput_svg
+from .database import queue_lease
 from .pauses import may_pause, with_pauses
 
 UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
@@ -113,7 +114,7 @@ def totals(queues: list[QueueStats]) -> QueueStats:
 
 
 def alive_workers(using: str) -> QuerySet:
-    return Worker.objects.using(using).alive().order_by("host", "pid")
+    return Worker.objects.using(using).alive(within=queue_lease()).order_by("host", "pid")
 
 
 def dashboard_view(job_admin: JobAdmin, request: HttpRequest) -> HttpResponse:

@@ -8,6 +8,7 @@ from django.core import checks
 from django.db import DEFAULT_DB_ALIAS
 
 from ..backend import DatabaseBackend
+from ..options import QueueOptions
 from ..tasks_api import DEFAULT_TASK_BACKEND_ALIAS, InvalidTaskBackend, task_backends
 
 
@@ -29,6 +30,14 @@ def queue_database() -> str:
     first of ours in TASKS; ``default`` when none is configured."""
     backends = queue_backends()
     return backends[0].database if backends else DEFAULT_DB_ALIAS
+
+
+def queue_lease() -> float:
+    """The longest lease of the backends on the admin's database: a worker
+    heartbeats four times a lease, so one unseen for that long is gone."""
+    shown = queue_database()
+    leases = [backend.config.LEASE_SECONDS for backend in queue_backends() if backend.database == shown]
+    return max(leases, default=QueueOptions.LEASE_SECONDS)
 
 
 def check_one_database() -> list[checks.CheckMessage]:
