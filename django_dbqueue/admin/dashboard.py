@@ -28,6 +28,7 @@ from django.utils.safestring import SafeString
 from ..models import Dashboard, Job, Status, Worker
 from .chart import round_up, throughput_svg
 from .pauses import may_pause, with_pauses
+from .readonly import ReadOnlyAdminMixin
 
 UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
 
@@ -151,7 +152,7 @@ def may_view_workers(job_admin: JobAdmin, request: HttpRequest) -> bool:
 
 
 @admin.register(Dashboard)
-class DashboardAdmin(admin.ModelAdmin):
+class DashboardAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Only a link in the app list to JobAdmin's dashboard, for whoever may view jobs."""
 
     def get_urls(self) -> list[URLPattern]:
@@ -166,12 +167,3 @@ class DashboardAdmin(admin.ModelAdmin):
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.has_perm("django_dbqueue.view_job")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
