@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING
 
 from django.db import connections
 
-from .db import DbNow, retry_on_conflict
+from .clock import DbNow
+from .db import retry_on_conflict
 from .status import Status
 from .transitions import CLAIM_ORDER
 

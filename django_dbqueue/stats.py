@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db.models import Count, Min
 
-from .db import read_database_now
+from .clock import read_database_now
 from .pausing import paused_queues
 from .status import Status
 

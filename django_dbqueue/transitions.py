@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from django.db import models, transaction
 from django.db.models import Case, F, When
 
-from .db import DbNow, ValueByPk, lock_if_serialised, retry_on_conflict
+from .clock import DbNow
+from .db import ValueByPk, lock_if_serialised, retry_on_conflict
 from .payload import as_list, bounded_errors
 from .status import FINISHED, Status
 

@@ -8,7 +8,8 @@ from django.db import OperationalError, connection
 
 from django_dbqueue.admin.paginator import explained_rows
 from django_dbqueue.checks import binlog_warning
-from django_dbqueue.db import MYSQL_DISCONNECTS, is_outage, read_database_now
+from django_dbqueue.clock import read_database_now
+from django_dbqueue.db import MYSQL_DISCONNECTS, is_outage
 from django_dbqueue.worker.heartbeat import server_uptime
 
 needs_mysql_protocol = pytest.mark.skipif(

@@ -21,7 +21,7 @@ from django.urls import URLPattern, path, reverse
 from django.views.decorators.http import require_POST
 
 from ..backend import DatabaseBackend
-from ..db import read_database_now
+from ..clock import read_database_now
 from ..models import ScheduledRun
 from ..schedules import Schedule, enqueue_run
 from .database import queue_backends, queue_database

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 
 from django.db import connections
 
-from ..db import DB_ERRORS, DbNow, Outage, drop_connection, elapsed, is_outage
+from ..clock import DbNow, elapsed
+from ..db import DB_ERRORS, Outage, drop_connection, is_outage
 from ..retention import Pruner
 from .shared import SharedState, name_process
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.db import connections
 
-from ..db import elapsed
+from ..clock import elapsed
 from ..tasks_api import task_backends
 from .heartbeat import heartbeat_process_main
 from .shared import SharedState, name_process
