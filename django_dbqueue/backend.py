@@ -214,7 +214,7 @@ class DatabaseBackend(BaseTaskBackend):
         the row's priority, queue and run_after, as ``.using()`` made them."""
         if task is None:
             task = load_task(job.task_path)
-        result = TaskResult(
+        result: TaskResult = TaskResult(
             task=self._task_as_stored(task, job),
             id=str(job.pk),
             status=job.status,
@@ -282,7 +282,7 @@ class DatabaseBackend(BaseTaskBackend):
 
     def _check_schedules(self) -> list[checks.CheckMessage]:
         """A schedule whose task does not load, or whose arguments do not fit it."""
-        messages = []
+        messages: list[checks.CheckMessage] = []
         for schedule in self.config.SCHEDULES:
             try:
                 task = load_task(schedule.task, self.config.ALLOWED_TASK_MODULES)

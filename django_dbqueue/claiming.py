@@ -40,6 +40,7 @@ from .transitions import CLAIM_ORDER
 if TYPE_CHECKING:
     from .models import Job
     from .transitions import JobQuerySet
+    from .transitions.rows import JobRows
 
 SHAPES = ("candidates", "locking-select", "per-queue")
 # Measured on MariaDB with claims of 200: per-queue costs about 10 ms plus
@@ -86,7 +87,7 @@ def _per_queue(jobs: JobQuerySet, queues: list[str], owner: str, limit: int, lea
     return jobs.claim_candidates(owner, limit, lease, lambda due, n: _merged_candidates(due, queues, n))
 
 
-def _merged_candidates(due: JobQuerySet, queues: list[str], limit: int) -> list[int]:
+def _merged_candidates(due: JobRows, queues: list[str], limit: int) -> list[int]:
     fields = ("pk", "priority", "run_after")
     reads = [due.filter(queue_name=q).order_by(*CLAIM_ORDER).values_list(*fields)[:limit] for q in queues]
     if len(reads) > 1 and connections[due.db].features.supports_slicing_ordering_in_compound:

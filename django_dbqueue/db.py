@@ -251,7 +251,9 @@ class ValueByPk(Expression):
         super().__init__(output_field=output_field)
         self.values = values
 
-    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:
+    # A list of params, which every supported Django's compiler takes (Django
+    # 6's stubs declare a tuple).
+    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:  # type: ignore[override]
         field, params = self.output_field, []
         if isinstance(field, DateTimeField):
             # Aware datetimes straight to the backend's adapter: the field's

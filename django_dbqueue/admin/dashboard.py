@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin
 from django.contrib.admin.exceptions import NotRegistered
@@ -33,6 +33,7 @@ from .readonly import ReadOnlyAdminMixin
 UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
 
 if TYPE_CHECKING:
+    from ..transitions import JobQuerySet
     from .jobs import JobAdmin
 
 MINUTES = 60
@@ -72,7 +73,7 @@ class QueueStats:
         return throughput_svg(self.per_minute, self.scale)
 
 
-def queue_stats(jobs: QuerySet | None = None, now: datetime | None = None) -> list[QueueStats]:
+def queue_stats(jobs: JobQuerySet | None = None, now: datetime | None = None) -> list[QueueStats]:
     jobs = Job.objects.all() if jobs is None else jobs
     now = now or timezone.now()
     queues: dict[str, QueueStats] = {}
@@ -120,7 +121,7 @@ def alive_workers(using: str) -> QuerySet:
 def dashboard_view(job_admin: JobAdmin, request: HttpRequest) -> HttpResponse:
     if not job_admin.has_view_permission(request):
         raise PermissionDenied
-    jobs = job_admin.get_queryset(request)
+    jobs = cast("JobQuerySet", job_admin.get_queryset(request))
     queues = with_pauses(queue_stats(jobs), jobs.db)
     total = totals(queues)
     # One scale for every chart, so that bars compare across queues.

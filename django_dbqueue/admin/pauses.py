@@ -4,7 +4,7 @@ and the list of paused queues."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import ADDITION, DELETION, LogEntry
@@ -88,7 +88,7 @@ class PausedQueueAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         if changed and row is not None:
             verb = "Paused" if pausing else "Resumed"
             LogEntry.objects.log_actions(
-                user_id=request.user.pk,
+                user_id=cast(int, request.user.pk),  # a staff user: never anonymous
                 queryset=[row],
                 action_flag=ADDITION if pausing else DELETION,
                 change_message=f"{verb} queue {name}.",

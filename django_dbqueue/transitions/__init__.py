@@ -49,7 +49,8 @@ __all__ = [
 ]
 
 
-class JobQuerySet(ClaimQuerySet, LeaseQuerySet, OutcomeQuerySet, ActionQuerySet):
+# django-stubs gives each QuerySet class an as_manager() of its own type.
+class JobQuerySet(ClaimQuerySet, LeaseQuerySet, OutcomeQuerySet, ActionQuerySet):  # type: ignore[override]
     """``Job.objects``: the filters of rows.py and every transition."""
 
 

@@ -39,7 +39,7 @@ class ActionQuerySet(JobRows):
                 job.owner = job.lease_expires_at = job.started_at = job.last_attempted_at = None
                 job.finished_at = job.return_value = None
                 job.errors, job.worker_ids = [], []
-                job.run_after = job.db_now
+                job.run_after = job.db_now  # type: ignore[attr-defined]
             for start in range(0, len(jobs), 500):
                 count += self.model._base_manager.using(self.db).bulk_update(
                     jobs[start : start + 500], fields
@@ -67,7 +67,7 @@ def _summary(job: Job) -> dict[str, Any]:
 
     errors = as_list(job.errors)
     return {
-        "requeued_at": iso(job.db_now),
+        "requeued_at": iso(job.db_now),  # type: ignore[attr-defined]
         "status": job.status,
         "attempts": job.attempts,
         "started_at": iso(job.started_at),

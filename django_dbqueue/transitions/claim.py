@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db import models, transaction
 from django.db.models import Case, F, When
@@ -84,7 +84,10 @@ class ClaimQuerySet(JobRows):
         """Up to ``limit`` concurrency keys with due READY jobs in ``queues``,
         in random order so that no key starves the others."""
         due = self.due().filter(queue_name__in=queues, concurrency_key__isnull=False)
-        keys = list(due.order_by().values_list("concurrency_key", flat=True).distinct()[: limit * 4])
+        keys = cast(
+            "list[str]",
+            list(due.order_by().values_list("concurrency_key", flat=True).distinct()[: limit * 4]),
+        )
         random.shuffle(keys)
         return keys[:limit]
 
@@ -175,7 +178,7 @@ def ids_in_claim_order(due: JobRows, limit: int) -> list[int]:
 def _mark_claimed(rows: models.QuerySet, batch: list[Job], owner: str, lease: float) -> None:
     """Mark a locked batch RUNNING for ``owner``, in the caller's transaction.
     A suspect (always alone) has its attempt and start recorded here."""
-    now = batch[0].db_now
+    now = batch[0].db_now  # type: ignore[attr-defined]
     changes: dict[str, Any] = {
         "status": RUNNING,
         "owner": owner,

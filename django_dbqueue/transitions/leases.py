@@ -53,10 +53,11 @@ class LeaseQuerySet(JobRows):
                 else:
                     # It ran alone and its worker died: that attempt failed.
                     changes["errors"] = bounded_errors(
-                        as_list(job.errors), worker_lost_error(job, job.db_now)
+                        as_list(job.errors),
+                        worker_lost_error(job, job.db_now),  # type: ignore[attr-defined]
                     )
                     if job.attempts >= job.max_attempts:
-                        changes.update(status=Status.FAILED, finished_at=job.db_now, unique_key=None)
+                        changes.update(status=Status.FAILED, finished_at=job.db_now, unique_key=None)  # type: ignore[attr-defined]
                 failed += changes["status"] == Status.FAILED
                 requeued += changes["status"] == READY
                 self.model._base_manager.using(self.db).filter(pk=job.pk).update(**changes)

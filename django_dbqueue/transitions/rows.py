@@ -1,5 +1,9 @@
 """Which jobs are in which state: the filters every transition starts from,
-and what the transition modules share."""
+and what the transition modules share.
+
+Rows read with ``.annotate(db_now=DbNow())`` carry the database's now as
+``job.db_now``, which the type checker cannot see on a Job: hence the
+``type: ignore[attr-defined]`` where the transitions read it."""
 
 from __future__ import annotations
 
@@ -14,11 +18,13 @@ from ..status import FINISHED, Status
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+    from ..models import Job  # noqa: F401 (JobRows names it, as a string)
+
 READY, RUNNING = Status.READY, Status.RUNNING
 DEFAULT_LEASE = 60.0
 
 
-class JobRows(models.QuerySet):
+class JobRows(models.QuerySet["Job", "Job"]):
     def ready(self) -> Self:
         return self.filter(status=READY)
 

@@ -72,6 +72,7 @@ class JobRunner:
         # the batch's waiting successes, whose task_finished must not carry
         # this job's exception (Django's log receiver attaches the one being
         # handled, as the traceback of whatever job it logs).
+        unrunnable: JobNotRunnable | None
         try:
             task = resolve(job)
         except JobNotRunnable as exc:

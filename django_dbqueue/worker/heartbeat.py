@@ -26,7 +26,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from django.db import connections
 
@@ -209,7 +209,7 @@ def heartbeat_process_main(alias: str, state: SharedState, queues: list[str]) ->
         while not done() and time.monotonic() < deadline:
             time.sleep(0.05)
 
-    Heartbeat(task_backends[alias], state, queues).run(done, wait)
+    Heartbeat(cast("DatabaseBackend", task_backends[alias]), state, queues).run(done, wait)
 
 
 def owner_name() -> str:
