@@ -5,7 +5,7 @@ shared machine do not inflate the way they inflate jobs per second.
 
     .venv/bin/python benchmarks/worker_cpu.py [N] [ROUNDS]
 
-Run it against two checkouts, interleaved, to compare them (README,
+Run it against two checkouts, interleaved, to compare them (docs/performance.md,
 "What the guarantees cost").
 """
 

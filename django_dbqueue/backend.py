@@ -258,7 +258,7 @@ class DatabaseBackend(BaseTaskBackend):
             # caller waiting for is_finished stops waiting.
             status = TaskResultStatus.FAILED
             errors.append(StoredTaskError(exception_class_path=JOB_CANCELLED, traceback=CANCELLED_TRACEBACK))
-        result = TaskResult(
+        result: TaskResult = TaskResult(
             task=self._task_as_stored(task, job),
             id=str(job.pk),
             status=status,
@@ -318,7 +318,7 @@ class DatabaseBackend(BaseTaskBackend):
 
     def _check_schedules(self) -> list[checks.CheckMessage]:
         """A schedule whose task does not load, or whose arguments do not fit it."""
-        messages = []
+        messages: list[checks.CheckMessage] = []
         for schedule in self.config.SCHEDULES:
             try:
                 task = load_task(schedule.task, self.config.ALLOWED_TASK_MODULES)

@@ -60,7 +60,7 @@ def build_jobs(backend: DatabaseBackend, task: Task, calls: Iterable[Call]) -> l
 
     backend.check_enqueue(task)
     now = timezone.now()
-    template = backend.build_job(task, (), {}, now, keys=False)
+    template: Job = backend.build_job(task, (), {}, now, keys=False)
     limit, jobs = backend.config.MAX_ARGUMENTS_BYTES, []
     keyed = any(getattr(task, name, None) is not None for name in ("unique_key", "concurrency_key"))
     for args, kwargs in calls:

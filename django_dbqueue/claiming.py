@@ -1,7 +1,7 @@
 """The worker's claim, shaped so that the claim index serves it.
 
 Three shapes, all measured by the benchmark (``--only shapes``; figures in
-README.md, "Claim shapes"):
+docs/performance.md, "Claim shapes"):
 
 - "candidates" (shape a): ``JobQuerySet.claim()``, for arbitrary filters: a
   plain read of candidate ids, then lock those by primary key. With one queue
@@ -21,7 +21,7 @@ README.md, "Claim shapes"):
 Shape c costs a UNION branch, and up to ``limit`` rows sent back, per queue:
 past PER_QUEUE_MAX queues the worker uses shape a with ``queue_name IN
 (...)`` instead, one sorted read whose cost follows the due backlog of those
-queues, not their number (``benchmarks/many_queues.py``; README, "Many
+queues, not their number (``benchmarks/many_queues.py``; docs/performance.md, "Many
 queues").
 """
 
@@ -32,13 +32,15 @@ from typing import TYPE_CHECKING
 
 from django.db import connections
 
-from .db import DbNow, retry_on_conflict
+from .clock import DbNow
+from .db import retry_on_conflict
 from .status import Status
 from .transitions import CLAIM_ORDER
 
 if TYPE_CHECKING:
     from .models import Job
     from .transitions import JobQuerySet
+    from .transitions.rows import JobRows
 
 SHAPES = ("candidates", "locking-select", "per-queue")
 # Measured on MariaDB with claims of 200: per-queue costs about 10 ms plus
@@ -55,7 +57,7 @@ def claim_from_queues(
     fastest shape for the number of queues unless ``shape`` names one."""
     if limit < 1:
         raise ValueError("claim() needs a limit of at least 1.")
-    # Measured (README.md, "Claim shapes"): for one queue the candidates read (an
+    # Measured (docs/performance.md, "Claim shapes"): for one queue the candidates read (an
     # index-only read) then locking by primary key beat the single locking
     # select, which locks index and row entries and, under contention, steps
     # over the other claimer's locked entries; for several queues per-queue
@@ -85,7 +87,7 @@ def _per_queue(jobs: JobQuerySet, queues: list[str], owner: str, limit: int, lea
     return jobs.claim_candidates(owner, limit, lease, lambda due, n: _merged_candidates(due, queues, n))
 
 
-def _merged_candidates(due: JobQuerySet, queues: list[str], limit: int) -> list[int]:
+def _merged_candidates(due: JobRows, queues: list[str], limit: int) -> list[int]:
     fields = ("pk", "priority", "run_after")
     reads = [due.filter(queue_name=q).order_by(*CLAIM_ORDER).values_list(*fields)[:limit] for q in queues]
     if len(reads) > 1 and connections[due.db].features.supports_slicing_ordering_in_compound:

@@ -11,7 +11,7 @@ would prepare them. Like ``bulk_create()``, this sends no pre_save/post_save.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db import connections
 
@@ -58,7 +58,8 @@ def insert_job(job: Job, using: str) -> None:
         if returning:
             job.pk = cursor.fetchone()[0]
         else:
-            job.pk = connection.ops.last_insert_id(cursor, job._meta.db_table, job._meta.pk.column)
+            pk_column = cast(str, job._meta.pk.column)
+            job.pk = connection.ops.last_insert_id(cursor, job._meta.db_table, pk_column)
     _saved(job, using)
 
 

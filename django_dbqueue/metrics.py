@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
@@ -147,5 +147,6 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     from .tasks_api import DEFAULT_TASK_BACKEND_ALIAS, task_backends
 
     prometheus = client()
-    body = prometheus.generate_latest(registry(task_backends[DEFAULT_TASK_BACKEND_ALIAS]))
+    backend = cast("DatabaseBackend", task_backends[DEFAULT_TASK_BACKEND_ALIAS])
+    body = prometheus.generate_latest(registry(backend))
     return HttpResponse(body, content_type=prometheus.CONTENT_TYPE_LATEST)

@@ -39,7 +39,7 @@ class Job(models.Model):
     max_attempts = models.PositiveIntegerField(default=3, db_default=3)
     # Set when a dead worker's batch is recovered: we cannot tell which of
     # its jobs had started, so each is next claimed alone, its attempt
-    # counted in the claim (see README, "Delivery guarantee").
+    # counted in the claim (see docs/guarantees.md).
     suspect = models.BooleanField(default=False, db_default=False)
     owner = models.CharField(max_length=128, null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
@@ -60,7 +60,7 @@ class Job(models.Model):
     # per key" without the partial index MySQL lacks (see unique.py).
     unique_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
     # At most concurrency_limit jobs of one concurrency_key RUNNING at once
-    # (limits.py); NULL for the ordinary job, which the usual claim takes.
+    # (transitions/claim.py, claim_limited); NULL for the ordinary job, which the usual claim takes.
     concurrency_key = models.CharField(max_length=255, null=True, blank=True)
     concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
 

@@ -16,7 +16,7 @@ that was never finished goes back to the pool by itself, with no sweeper.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import models, transaction
 from django.db.models import Q
@@ -28,8 +28,14 @@ from .transitions import CANDIDATE_ROUNDS
 
 DEFAULT_REVIEW_LEASE = 15 * 60.0
 
+# A mixin for QuerySet classes: the type checker sees it as one.
+if TYPE_CHECKING:
+    _QuerySet = models.QuerySet
+else:
+    _QuerySet = object
 
-class ClaimQuerySetMixin:
+
+class ClaimQuerySetMixin(_QuerySet):
     claim_owner_field = "claimed_by"
     claim_lease_field = "claim_expires_at"
     # Oldest first by default, so the pool drains in arrival order.

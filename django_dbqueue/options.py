@@ -16,7 +16,7 @@ class QueueOptions:
     LEASE_SECONDS: float = 60.0
     BATCH_SIZE: int = 200
     # Once the job in hand has run this long, the unstarted rest of its batch
-    # goes back to the queue for idle workers (holding.py).
+    # goes back to the queue for idle workers (worker/giveback.py).
     BATCH_HOLD_SECONDS: float = 0.1
     MAX_ATTEMPTS: int = 3
     RETRY_BACKOFF_BASE: float = 2.0
@@ -34,7 +34,7 @@ class QueueOptions:
     RECONNECT_BACKOFF_MAX: float = 5.0
     # Modules (or packages) besides installed apps whose tasks workers may run.
     ALLOWED_TASK_MODULES: tuple[str, ...] = ()
-    # Recurring jobs by name (schedules.py; README, "Recurring jobs").
+    # Recurring jobs by name (schedules.py; docs/scheduling.md).
     SCHEDULES: tuple[Any, ...] = ()
     # Days to keep finished jobs, per outcome; the heartbeat deletes older
     # ones in small batches (retention.py). An outcome left out is kept.

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
 
-from .db import read_database_now
+from .clock import read_database_now
 
 if TYPE_CHECKING:
     from .backend import DatabaseBackend

@@ -8,6 +8,7 @@ outcome, or (in a batched write) its batch-mates theirs.
 
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from .exceptions import InvalidTaskArguments, ResultNotStorable
@@ -23,20 +24,20 @@ MAX_ERROR_CHARS = 16_000
 MAX_ERRORS = 10
 
 
-def encode_arguments(args: Any, kwargs: dict[str, Any], limit: int) -> tuple[list, dict]:
+def encode_arguments(args: Any, kwargs: Mapping[str, Any], limit: int) -> tuple[list, dict]:
     """Return ``args`` and ``kwargs`` as plain JSON values, or raise
     :class:`InvalidTaskArguments` naming the first value that cannot be
     stored, or saying how far over ``limit`` (bytes) the encoded arguments are."""
-    args = _plain(list(args), "args", 0)
-    kwargs = _plain(dict(kwargs), "kwargs", 0)
-    size = encoded_size([args, kwargs], "The task's arguments")
+    plain_args = _plain(list(args), "args", 0)
+    plain_kwargs = _plain(dict(kwargs), "kwargs", 0)
+    size = encoded_size([plain_args, plain_kwargs], "The task's arguments")
     if size > limit:
         raise InvalidTaskArguments(
             f"The task's arguments take {size} bytes as JSON, more than the limit of "
             f"{limit} (OPTIONS MAX_ARGUMENTS_BYTES). Store large data elsewhere and "
             "pass a key to it."
         )
-    return args, kwargs
+    return plain_args, plain_kwargs
 
 
 def check_return_value(value: Any, limit: int) -> tuple[Any, int]:

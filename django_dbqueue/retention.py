@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from .db import DB_ERRORS, DbNow, is_outage
+from .clock import DbNow
+from .db import DB_ERRORS, is_outage
 
 if TYPE_CHECKING:
     from .backend import DatabaseBackend

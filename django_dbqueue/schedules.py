@@ -80,7 +80,7 @@ class Schedule:
 
 
 def _between(times: CronSim, until: datetime, most: int) -> list[datetime]:
-    found = []
+    found: list[datetime] = []
     for moment in times:
         moment = moment.astimezone(UTC)
         if moment > until or len(found) >= most:

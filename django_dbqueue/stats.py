@@ -11,13 +11,14 @@ query served by an index (the claim index for counts and lag, the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, Min
 
-from .db import read_database_now
+from .clock import read_database_now
 from .pausing import paused_queues
 from .status import Status
 
@@ -78,7 +79,7 @@ def snapshot(
     minutes: float = 5.0,
     queues: list[str] | None = None,
     alive_within: float = 60.0,
-    configured: list[str] = (),
+    configured: Sequence[str] = (),
 ) -> Snapshot:
     """The figures of ``queues`` (default: every queue that has jobs, is
     paused or is ``configured``); workers seen within ``alive_within`` seconds."""

@@ -11,7 +11,7 @@ try:
     from django import tasks as _api
 except ImportError:  # Django 5.2: the backport
     try:
-        import django_tasks as _api
+        import django_tasks as _api  # type: ignore[no-redef]
     except ImportError:
         raise ImportError(
             f"django-dbqueue needs a tasks API: Django {django.get_version()} has no django.tasks "

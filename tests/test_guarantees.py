@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from demo import tasks
 from demo.models import Execution
-from django_dbqueue.db import DbNow, read_database_now
+from django_dbqueue.clock import DbNow, read_database_now
 from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import task_backends
 from django_dbqueue.worker import Worker

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from demo import tasks
-from django_dbqueue.db import read_database_now
+from django_dbqueue.clock import read_database_now
 from django_dbqueue.models import Job, PausedQueue
 from tests.conftest import wait_for
 

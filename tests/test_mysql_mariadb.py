@@ -1,6 +1,6 @@
 """Every place the code reads MySQL and MariaDB differently, each branch
 tested here. No MySQL 8 server installs from this project's package
-registries (README, "MySQL 8.4"): the MySQL side of each is tested on the
+registries (docs/databases.md, "MySQL 8.4"): the MySQL side of each is tested on the
 values MySQL gives, and the shared SQL on MariaDB."""
 
 import pytest
@@ -8,7 +8,8 @@ from django.db import OperationalError, connection
 
 from django_dbqueue.admin.paginator import explained_rows
 from django_dbqueue.checks import binlog_warning
-from django_dbqueue.db import MYSQL_DISCONNECTS, is_outage, read_database_now
+from django_dbqueue.clock import read_database_now
+from django_dbqueue.db import MYSQL_DISCONNECTS, is_outage
 from django_dbqueue.worker.heartbeat import server_uptime
 
 needs_mysql_protocol = pytest.mark.skipif(

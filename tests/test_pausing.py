@@ -8,7 +8,7 @@ from django.contrib.admin.models import ADDITION, DELETION, LogEntry
 from django.core.management import CommandError, call_command
 
 from demo import tasks
-from django_dbqueue.db import read_database_now
+from django_dbqueue.clock import read_database_now
 from django_dbqueue.models import Job, PausedQueue
 from tests.admin_helpers import DASHBOARD, job, staff
 from tests.conftest import wait_for

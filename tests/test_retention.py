@@ -10,7 +10,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
 from django.db import connection, transaction
 
-from django_dbqueue.db import read_database_now
+from django_dbqueue.clock import read_database_now
 from django_dbqueue.models import Job
 from django_dbqueue.options import QueueOptions
 from django_dbqueue.retention import delete_batch

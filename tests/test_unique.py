@@ -112,7 +112,7 @@ def test_a_key_function_that_returns_no_string_is_refused_at_enqueue():
 def enqueue_in_transaction(key: str) -> str:
     """As a caller's own retry logic would: InnoDB's duplicate-key checks take
     shared locks, so producers of one key inside transactions can deadlock,
-    and a deadlock inside a transaction rolls it all back (README, "Unique jobs")."""
+    and a deadlock inside a transaction rolls it all back (docs/scheduling.md, "Unique jobs")."""
     for _ in range(20):
         try:
             with transaction.atomic():

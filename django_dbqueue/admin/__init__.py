@@ -10,6 +10,7 @@ schedules.py   the recurring schedules with their last and next run, and "run no
 pauses.py      pausing and resuming queues, and the list of paused ones
 paginator.py   a changelist paginator that never counts a big table row by row
 database.py    which database the admin uses: the queue backend's OPTIONS["DATABASE"]
+readonly.py    the read-only permissions of the dashboard, schedules and pauses pages
 moderation.py  claim-for-review in any model's admin (ModerationAdminMixin)
 
 Importing this package registers the model admins with ``admin.site``, as

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin.actions import delete_selected as django_delete_selected
@@ -79,7 +79,14 @@ def jobs(n: int) -> str:
     return f"{n} job" if n == 1 else f"{n} jobs"
 
 
-class JobActions:
+# A mixin for JobAdmin: the type checker sees it as a ModelAdmin.
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin
+else:
+    _ModelAdmin = object
+
+
+class JobActions(_ModelAdmin):
     """Actions for JobAdmin; each needs its own permission (see ``Job.Meta``)."""
 
     actions = ("requeue", "cancel", "run_now", "delete_selected")
@@ -150,7 +157,7 @@ class JobActions:
         rows = list(changed.only("pk", "task_path", "status"))
         for status in sorted(set(was.values()), key=status_rank):
             LogEntry.objects.log_actions(
-                user_id=request.user.pk,
+                user_id=cast(int, request.user.pk),  # a staff user: never anonymous
                 queryset=[job for job in rows if was[job.pk] == status],
                 action_flag=CHANGE,
                 change_message=f"{change.verb} (was {status}).",
@@ -182,7 +189,7 @@ class JobActions:
             raise PermissionDenied
         job = self.get_object(request, unquote(object_id))
         if job is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]
         getattr(self, name)(request, self.get_queryset(request).filter(pk=job.pk))
         url = reverse(
             f"{self.admin_site.name}:{self.opts.app_label}_{self.opts.model_name}_change", args=[job.pk]

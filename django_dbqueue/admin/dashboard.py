@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin
 from django.contrib.admin.exceptions import NotRegistered
@@ -29,10 +29,12 @@ from ..models import Dashboard, Job, Status, Worker
 from .chart import round_up, throughput_svg
 from .database import queue_lease
 from .pauses import may_pause, with_pauses
+from .readonly import ReadOnlyAdminMixin
 
 UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
 
 if TYPE_CHECKING:
+    from ..transitions import JobQuerySet
     from .jobs import JobAdmin
 
 MINUTES = 60
@@ -72,7 +74,7 @@ class QueueStats:
         return throughput_svg(self.per_minute, self.scale)
 
 
-def queue_stats(jobs: QuerySet | None = None, now: datetime | None = None) -> list[QueueStats]:
+def queue_stats(jobs: JobQuerySet | None = None, now: datetime | None = None) -> list[QueueStats]:
     jobs = Job.objects.all() if jobs is None else jobs
     now = now or timezone.now()
     queues: dict[str, QueueStats] = {}
@@ -120,7 +122,7 @@ def alive_workers(using: str) -> QuerySet:
 def dashboard_view(job_admin: JobAdmin, request: HttpRequest) -> HttpResponse:
     if not job_admin.has_view_permission(request):
         raise PermissionDenied
-    jobs = job_admin.get_queryset(request)
+    jobs = cast("JobQuerySet", job_admin.get_queryset(request))
     queues = with_pauses(queue_stats(jobs), jobs.db)
     total = totals(queues)
     # One scale for every chart, so that bars compare across queues.
@@ -152,7 +154,7 @@ def may_view_workers(job_admin: JobAdmin, request: HttpRequest) -> bool:
 
 
 @admin.register(Dashboard)
-class DashboardAdmin(admin.ModelAdmin):
+class DashboardAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Only a link in the app list to JobAdmin's dashboard, for whoever may view jobs."""
 
     def get_urls(self) -> list[URLPattern]:
@@ -167,12 +169,3 @@ class DashboardAdmin(admin.ModelAdmin):
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.has_perm("django_dbqueue.view_job")
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

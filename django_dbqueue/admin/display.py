@@ -19,7 +19,7 @@ from django.utils.timezone import localtime
 UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
 
 if TYPE_CHECKING:
-    from .models import Job
+    from ..models import Job
 
 
 def printable(text: str) -> str:
@@ -142,13 +142,16 @@ def _error_parts(number: int, error: Any) -> tuple[str, str, str, str]:
         return (f"{number}. (unreadable error)", "", "", json.dumps(error, default=repr))
     worker = f" on {error['worker']}" if error.get("worker") else ""
     at = _parse_time(error.get("at"))
-    parts = (
-        f"{number}. {error.get('exception_class_path', '(unknown exception)')}",
-        timestamp(at) if at else str(error.get("at", "")),
-        worker,
-        str(error.get("traceback", "")),
+    name, when, on, trace = (
+        printable(part)
+        for part in (
+            f"{number}. {error.get('exception_class_path', '(unknown exception)')}",
+            timestamp(at) if at else str(error.get("at", "")),
+            worker,
+            str(error.get("traceback", "")),
+        )
     )
-    return tuple(printable(part) for part in parts)
+    return name, when, on, trace
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,9 @@ LIST_COLUMNS = (
 
 
 class JobChangeList(ChangeList):
-    def get_queryset(self, request: HttpRequest, exclude_parameters: list[str] | None = None) -> QuerySet:
+    def get_queryset(
+        self, request: HttpRequest, exclude_parameters: list[str | None] | None = None
+    ) -> QuerySet:
         return super().get_queryset(request, exclude_parameters).only(*LIST_COLUMNS)
 
 

@@ -11,7 +11,7 @@ the same row. The model's QuerySet must mix in ``ClaimQuerySetMixin``::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
@@ -26,7 +26,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import capfirst
 from django.views.decorators.http import require_POST
 
-from ..moderation import DEFAULT_REVIEW_LEASE
+from ..moderation import DEFAULT_REVIEW_LEASE, ClaimQuerySetMixin
 
 MAX_CLAIM = 100
 
@@ -43,18 +43,26 @@ class ClaimListFilter(admin.SimpleListFilter):
         return [("mine", "Claimed by me"), ("free", "Free to claim"), ("others", "Claimed by others")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        claims = cast(ClaimQuerySetMixin, queryset)  # the moderated model's
         if self.value() == "mine":
-            return queryset.claimed_by(self.owner)
+            return claims.claimed_by(self.owner)
         if self.value() == "free":
-            return queryset.unclaimed()
+            return claims.unclaimed()
         if self.value() == "others":
-            owner, lease = queryset.claim_owner_field, queryset.claim_lease_field
+            owner, lease = claims.claim_owner_field, claims.claim_lease_field
             held = queryset.filter(**{f"{owner}__isnull": False, f"{lease}__gt": timezone.now()})
             return held.exclude(**{owner: self.owner})
         return queryset
 
 
-class ModerationAdminMixin:
+# A mixin for a model's ModelAdmin: the type checker sees it as one.
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin
+else:
+    _ModelAdmin = object
+
+
+class ModerationAdminMixin(_ModelAdmin):
     change_list_template = "admin/django_dbqueue/moderation/change_list.html"
     # Added to the model admin's own ``actions`` (see __init__), not in their place.
     moderation_actions = ("done", "release")
@@ -72,9 +80,9 @@ class ModerationAdminMixin:
     def claim_owner(self, request: HttpRequest) -> str:
         return request.user.get_username()
 
-    def claimable_queryset(self, request: HttpRequest) -> QuerySet:
+    def claimable_queryset(self, request: HttpRequest) -> ClaimQuerySetMixin:
         """The pool "claim next" draws from; narrow it to what needs review."""
-        return self.get_queryset(request)
+        return cast(ClaimQuerySetMixin, self.get_queryset(request))
 
     def get_list_filter(self, request: HttpRequest) -> list:
         return [ClaimListFilter, *super().get_list_filter(request)]
@@ -173,7 +181,7 @@ class ModerationAdminMixin:
             "claim_url": self._url("claim"),
             "claim_batch": self.claim_batch,
             "claim_max": MAX_CLAIM,
-            "my_claims": self.get_queryset(request).claimed_by(owner).count(),
+            "my_claims": cast(ClaimQuerySetMixin, self.get_queryset(request)).claimed_by(owner).count(),
             "can_claim": self.has_change_permission(request),
             **(extra_context or {}),
         }
@@ -185,13 +193,13 @@ class ModerationAdminMixin:
     # -- actions ----------------------------------------------------------------
 
     @admin.action(description="Release: give the selected items back to the pool", permissions=["change"])
-    def release(self, request: HttpRequest, queryset: QuerySet) -> None:
+    def release(self, request: HttpRequest, queryset: ClaimQuerySetMixin) -> None:
         total = queryset.count()
         self._report(request, "Released", queryset.release(self.claim_owner(request)), total)
 
     # Subclasses may re-declare it with their own wording and call super().
     @admin.action(description="Done: finish my review of the selected items", permissions=["change"])
-    def done(self, request: HttpRequest, queryset: QuerySet) -> None:
+    def done(self, request: HttpRequest, queryset: ClaimQuerySetMixin) -> None:
         total = queryset.count()
         changed = queryset.done(self.claim_owner(request), **self.claim_done_changes)
         self._report(request, "Finished", changed, total)

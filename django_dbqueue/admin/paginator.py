@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 from django.core.paginator import Paginator
 from django.db import connections
@@ -25,7 +25,7 @@ class EstimatedCountPaginator(Paginator):
 
     @cached_property
     def count(self) -> int:
-        queryset: QuerySet = self.object_list
+        queryset = cast(QuerySet, self.object_list)
         if not queryset.query.where:
             table_estimate = estimate_table_rows(queryset)
             if table_estimate is not None and table_estimate > CAP:

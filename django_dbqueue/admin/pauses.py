@@ -4,7 +4,7 @@ and the list of paused queues."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import ADDITION, DELETION, LogEntry
@@ -17,6 +17,7 @@ from django.views.decorators.http import require_POST
 from ..models import PausedQueue
 from ..pausing import UnknownQueue, pause, paused_queues, resume
 from .database import queue_backends, queue_database
+from .readonly import ReadOnlyAdminMixin
 
 if TYPE_CHECKING:
     from .dashboard import QueueStats
@@ -43,7 +44,8 @@ def may_pause(request: HttpRequest) -> bool:
 
 
 @admin.register(PausedQueue)
-class PausedQueueAdmin(admin.ModelAdmin):
+class PausedQueueAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    # No delete: resume from the dashboard, which logs it as such.
     list_display = ("queue_name", "paused_at", "paused_by")
     ordering = ("queue_name",)
 
@@ -86,7 +88,7 @@ class PausedQueueAdmin(admin.ModelAdmin):
         if changed and row is not None:
             verb = "Paused" if pausing else "Resumed"
             LogEntry.objects.log_actions(
-                user_id=request.user.pk,
+                user_id=cast(int, request.user.pk),  # a staff user: never anonymous
                 queryset=[row],
                 action_flag=ADDITION if pausing else DELETION,
                 change_message=f"{verb} queue {name}.",
@@ -105,12 +107,3 @@ class PausedQueueAdmin(admin.ModelAdmin):
 
     def _back(self) -> HttpResponse:
         return HttpResponseRedirect(reverse(f"{self.admin_site.name}:django_dbqueue_job_dashboard"))
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: PausedQueue | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: PausedQueue | None = None) -> bool:
-        return False  # resume from the dashboard, which logs it as such

@@ -21,10 +21,11 @@ from django.urls import URLPattern, path, reverse
 from django.views.decorators.http import require_POST
 
 from ..backend import DatabaseBackend
-from ..db import read_database_now
+from ..clock import read_database_now
 from ..models import ScheduledRun
 from ..schedules import Schedule, enqueue_run
 from .database import queue_backends, queue_database
+from .readonly import ReadOnlyAdminMixin
 
 RUN_NOW = "django_dbqueue.run_schedule_now"
 
@@ -39,7 +40,7 @@ class Row:
 
 
 @admin.register(ScheduledRun)
-class ScheduleAdmin(admin.ModelAdmin):
+class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
         wrap = self.admin_site.admin_view
@@ -83,15 +84,6 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.has_perm("django_dbqueue.view_job") or super().has_view_permission(request, obj)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 def find(alias: str, name: str) -> tuple[DatabaseBackend, Schedule]:

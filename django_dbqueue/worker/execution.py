@@ -18,16 +18,8 @@ from typing import TYPE_CHECKING, Any
 from django.db import DataError, IntegrityError
 
 from ..backend import load_task
-from ..db import (
-    DB_ERRORS,
-    DatabaseClock,
-    Outage,
-    StatementRefused,
-    brief,
-    drop_connection,
-    is_outage,
-    persist,
-)
+from ..clock import DatabaseClock
+from ..db import DB_ERRORS, Outage, StatementRefused, brief, drop_connection, is_outage, persist
 from ..db import retry_on_conflict as retried
 from ..exceptions import JobNotRunnable, ResultNotStorable, WorkerStopped
 from ..payload import as_list, bounded_text, check_return_value
@@ -80,6 +72,7 @@ class JobRunner:
         # the batch's waiting successes, whose task_finished must not carry
         # this job's exception (Django's log receiver attaches the one being
         # handled, as the traceback of whatever job it logs).
+        unrunnable: JobNotRunnable | None
         try:
             task = resolve(job)
         except JobNotRunnable as exc:

@@ -26,12 +26,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from django.db import connections
 from django.template.defaultfilters import pluralize
 
-from ..db import DB_ERRORS, DbNow, Outage, drop_connection, elapsed, is_outage
+from ..clock import DbNow, elapsed
+from ..db import DB_ERRORS, Outage, drop_connection, is_outage
 from ..retention import Pruner
 from .shared import SharedState, name_process
 
@@ -210,7 +211,7 @@ def heartbeat_process_main(alias: str, state: SharedState, queues: list[str]) ->
         while not done() and time.monotonic() < deadline:
             time.sleep(0.05)
 
-    Heartbeat(task_backends[alias], state, queues).run(done, wait)
+    Heartbeat(cast("DatabaseBackend", task_backends[alias]), state, queues).run(done, wait)
 
 
 def owner_name() -> str:

@@ -22,7 +22,8 @@ from django.db import connections
 from django.template.defaultfilters import pluralize
 
 from ..claiming import LimitedClaims, claim_from_queues
-from ..db import DB_ERRORS, Outage, drop_connection, elapsed, is_outage
+from ..clock import elapsed
+from ..db import DB_ERRORS, Outage, drop_connection, is_outage
 from ..pausing import PauseCache
 from .execution import JobRunner
 from .giveback import HoldWatch

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from functools import partial
 from typing import TYPE_CHECKING
 
 from django.db import DataError, IntegrityError
@@ -84,7 +85,7 @@ class OutcomeBuffer:
         # row, as those rows are no longer RUNNING.
         for group in statements([success for success, _ in self.pending]):
             try:
-                updated += runner._persist(lambda g=group: jobs.record_successes(runner.owner, g))
+                updated += runner._persist(partial(jobs.record_successes, runner.owner, group))
             except REFUSED as exc:
                 if isinstance(exc, DB_ERRORS) and is_outage(exc, runner.backend.database):
                     raise

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from django.db import connections
 
-from ..db import DB_ERRORS, Outage, drop_connection, is_outage, read_database_now, retry_on_conflict
+from ..clock import read_database_now
+from ..db import DB_ERRORS, Outage, drop_connection, is_outage, retry_on_conflict
 from ..schedules import Schedule, enqueue_run, last_runs, prune_runs
 
 if TYPE_CHECKING:

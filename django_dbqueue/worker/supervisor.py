@@ -11,15 +11,18 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db import connections
 from django.template.defaultfilters import pluralize
 
-from ..db import elapsed
+from ..clock import elapsed
 from ..tasks_api import task_backends
 from .heartbeat import heartbeat_process_main
 from .shared import SharedState, name_process
+
+if TYPE_CHECKING:
+    from ..backend import DatabaseBackend
 
 logger = logging.getLogger("django_dbqueue")
 
@@ -46,13 +49,14 @@ def _child_main(
     from .loop import Worker
 
     name_process("dbqueue-worker")
-    sys.exit(Worker(task_backends[alias], queues, batch=batch, burst=burst, state=state, slot=slot).run())
+    backend = cast("DatabaseBackend", task_backends[alias])
+    sys.exit(Worker(backend, queues, batch=batch, burst=burst, state=state, slot=slot).run())
 
 
 class Supervisor:
     def __init__(self, alias: str, queues: list[str], *, processes: int, batch: int, burst: bool) -> None:
         self.alias, self.queues, self.batch, self.burst = alias, queues, batch, burst
-        self.backend = task_backends[alias]
+        self.backend = cast("DatabaseBackend", task_backends[alias])
         # fork: children inherit the configured Django; no re-import of settings.
         self.context = multiprocessing.get_context("fork")
         self.state = SharedState(processes, self.context)

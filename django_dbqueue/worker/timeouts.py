@@ -29,7 +29,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync, iscoroutinefunction
 
-from ..db import elapsed
+from ..clock import elapsed
 from ..exceptions import JobTimeout
 from .shared import Slot
 

@@ -1,15 +1,19 @@
-"""What the operations commands share: finding the backend, and the
-``--backend`` option. (A leading underscore: Django does not take this
+"""What the operations commands share: finding the backend, the
+``--backend`` option, and the window and queues of queuestats' and
+queuehealth's snapshot. (A leading underscore: Django does not take this
 module for a command.)"""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
 from django_dbqueue.backend import DatabaseBackend
 from django_dbqueue.pausing import UnknownQueue, check_queue
+from django_dbqueue.stats import Snapshot, snapshot
 from django_dbqueue.tasks_api import DEFAULT_TASK_BACKEND_ALIAS, InvalidTaskBackend, task_backends
 
 
@@ -44,9 +48,32 @@ def positive(text: str) -> float:
     return value
 
 
-def check_queues(backend: DatabaseBackend, names: list[str] | None) -> None:
-    for name in names or ():
+def add_snapshot_arguments(parser: CommandParser, minutes_help: str) -> None:
+    """``--minutes`` (the window), ``--queue`` (repeatable) and ``--backend``."""
+    parser.add_argument("--minutes", type=positive, default=5.0, help=minutes_help)
+    parser.add_argument("--queue", action="append", dest="queues", metavar="NAME", help="Only this queue.")
+    add_backend_argument(parser)
+
+
+def snapshot_backend(options: dict[str, Any]) -> DatabaseBackend:
+    """The backend of ``--backend``, once every ``--queue`` is one of its queues."""
+    backend = queue_backend(options["backend"])
+    for name in options["queues"] or ():
         try:
             check_queue(backend, name)
         except UnknownQueue as exc:
             raise CommandError(str(exc)) from exc
+    return backend
+
+
+def read_snapshot(
+    backend: DatabaseBackend, options: dict[str, Any], configured: Sequence[str] = ()
+) -> Snapshot:
+    """The snapshot of ``--queue`` over ``--minutes``."""
+    return snapshot(
+        backend.database,
+        minutes=options["minutes"],
+        queues=options["queues"],
+        alive_within=backend.config.LEASE_SECONDS,
+        configured=configured,
+    )

@@ -5,9 +5,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_dbqueue.db import DB_ERRORS, brief
-from django_dbqueue.stats import snapshot
 
-from ._common import add_backend_argument, check_queues, positive, queue_backend
+from ._common import add_snapshot_arguments, positive, read_snapshot, snapshot_backend
 
 
 class Command(BaseCommand):
@@ -35,19 +34,12 @@ class Command(BaseCommand):
             metavar="N",
             help="Unhealthy if more than N jobs ended FAILED within --minutes.",
         )
-        parser.add_argument(
-            "--minutes", type=positive, default=5.0, help="The window of --max-failures (default 5)."
-        )
-        parser.add_argument(
-            "--queue", action="append", dest="queues", metavar="NAME", help="Only this queue."
-        )
-        add_backend_argument(parser)
+        add_snapshot_arguments(parser, "The window of --max-failures (default 5).")
 
     def handle(self, *args: Any, **options: Any) -> None:
         # Bad input exits 2, as argparse does; 1 means unhealthy.
         try:
-            backend = queue_backend(options["backend"])
-            check_queues(backend, options["queues"])
+            backend = snapshot_backend(options)
         except CommandError as exc:
             raise CommandError(str(exc), returncode=2) from exc
         for flag in ("min_workers", "max_failures"):
@@ -56,12 +48,7 @@ class Command(BaseCommand):
                     f"--{flag.replace('_', '-')} must be 0 or more, not {options[flag]}.", returncode=2
                 )
         try:
-            snap = snapshot(
-                backend.database,
-                minutes=options["minutes"],
-                queues=options["queues"],
-                alive_within=backend.config.LEASE_SECONDS,
-            )
+            snap = read_snapshot(backend, options)
         except DB_ERRORS as exc:
             self._verdict([f"the database does not answer: {brief(exc)}"])
             return

@@ -4,10 +4,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from django_dbqueue.stats import Snapshot, snapshot
+from django_dbqueue.stats import Snapshot
 from django_dbqueue.status import Status
 
-from ._common import add_backend_argument, check_queues, positive, queue_backend
+from ._common import add_snapshot_arguments, positive, read_snapshot, snapshot_backend
 
 
 class Command(BaseCommand):
@@ -23,25 +23,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--watch", type=positive, metavar="SECONDS", help="Print again every SECONDS until interrupted."
         )
-        parser.add_argument(
-            "--minutes", type=positive, default=5.0, help="The window of throughput and failures (default 5)."
-        )
-        parser.add_argument(
-            "--queue", action="append", dest="queues", metavar="NAME", help="Only this queue."
-        )
-        add_backend_argument(parser)
+        add_snapshot_arguments(parser, "The window of throughput and failures (default 5).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        backend = queue_backend(options["backend"])
-        check_queues(backend, options["queues"])
+        backend = snapshot_backend(options)
         while True:
-            snap = snapshot(
-                backend.database,
-                minutes=options["minutes"],
-                queues=options["queues"],
-                alive_within=backend.config.LEASE_SECONDS,
-                configured=sorted(backend.queues),
-            )
+            snap = read_snapshot(backend, options, configured=sorted(backend.queues))
             self.stdout.write(json.dumps(snap.as_json()) if options["json"] else render(snap))
             self.stdout.flush()
             if not options["watch"]:

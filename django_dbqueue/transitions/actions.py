@@ -1,0 +1,77 @@
+"""People's actions on jobs, as the admin and user code call them: requeue
+finished jobs, cancel READY ones, run waiting ones now, prune old ones."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+
+from ..clock import DbNow
+from ..payload import as_list
+from ..status import Status
+from .rows import READY, JobRows
+
+if TYPE_CHECKING:
+    from ..models import Job
+
+# Requeued runs a job keeps in ``history``.
+MAX_HISTORY = 10
+
+
+class ActionQuerySet(JobRows):
+    def requeue(self) -> int:
+        """Put finished jobs back in the queue, due now, for a clean run: fresh
+        attempts, no errors, no times; each earlier run is kept as a summary
+        in ``history`` (the latest MAX_HISTORY). A requeued job holds no
+        unique key: its key was freed when it finished, and may be held by
+        a newer job by now."""
+        fields = ["status", "attempts", "suspect", "owner", "lease_expires_at", "started_at"]
+        fields += ["last_attempted_at", "finished_at", "return_value", "errors", "worker_ids", "history"]
+        fields += ["run_after"]
+        count = 0
+        with transaction.atomic(using=self.db):
+            jobs = list(self.finished().annotate(db_now=DbNow()).select_for_update().order_by("pk"))
+            for job in jobs:
+                job.history = [*as_list(job.history), _summary(job)][-MAX_HISTORY:]
+                job.status, job.attempts, job.suspect = READY, 0, False
+                job.owner = job.lease_expires_at = job.started_at = job.last_attempted_at = None
+                job.finished_at = job.return_value = None
+                job.errors, job.worker_ids = [], []
+                job.run_after = job.db_now  # type: ignore[attr-defined]
+            for start in range(0, len(jobs), 500):
+                count += self.model._base_manager.using(self.db).bulk_update(
+                    jobs[start : start + 500], fields
+                )
+        return count
+
+    def cancel(self) -> int:
+        """Cancel jobs that have not started; RUNNING jobs are left alone."""
+        return self.ready().update(status=Status.CANCELLED, finished_at=DbNow(), unique_key=None)
+
+    def run_now(self) -> int:
+        """Make READY jobs that wait for a future ``run_after`` due now."""
+        return self.ready().filter(run_after__gt=DbNow()).update(run_after=DbNow())
+
+    def prune(self, older_than: timedelta) -> int:
+        """Delete finished jobs that finished more than ``older_than`` ago."""
+        return self.finished().filter(finished_at__lt=DbNow() - older_than).delete()[0]
+
+
+def _summary(job: Job) -> dict[str, Any]:
+    """One earlier run of a requeued job, as kept in ``history``."""
+
+    def iso(value: datetime | None) -> str | None:
+        return value.isoformat() if value else None
+
+    errors = as_list(job.errors)
+    return {
+        "requeued_at": iso(job.db_now),  # type: ignore[attr-defined]
+        "status": job.status,
+        "attempts": job.attempts,
+        "started_at": iso(job.started_at),
+        "finished_at": iso(job.finished_at),
+        "workers": as_list(job.worker_ids),
+        "last_error": errors[-1] if errors else None,
+    }

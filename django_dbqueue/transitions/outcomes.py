@@ -1,0 +1,137 @@
+"""A run's outcome: one job at a time (``record``), or many successes in one
+UPDATE (``record_successes``, grouped by ``statements()``), as the worker
+hands them over in ``Finished``."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import models
+from django.db.models import F
+
+from ..clock import DbNow
+from ..db import ValueByPk
+from ..payload import as_list, bounded_errors
+from ..status import Status
+from .rows import READY, RUNNING, JobRows
+
+if TYPE_CHECKING:
+    from ..models import Job
+
+# A batched success write stays far below MariaDB's default max_allowed_packet
+# (16 MiB): return values are grouped into statements of at most this many bytes.
+STATEMENT_BUDGET = 4_000_000
+
+
+@dataclass
+class Finished:
+    """One run's outcome, as the worker hands it over to be recorded."""
+
+    job: Job
+    started: datetime
+    finished: datetime
+    status: str = Status.SUCCESSFUL  # or READY (to be retried) or FAILED
+    return_value: Any = None
+    size: int = 4  # bytes the return value takes as JSON
+    error: dict[str, str] | None = None
+    retry_in: timedelta | None = None
+
+
+class OutcomeQuerySet(JobRows):
+    def record(self, owner: str, outcome: Finished) -> int:
+        """Record one job's outcome, if ``owner`` still holds it (1) or not (0)."""
+        job = outcome.job
+        changes = _run_fields(job, owner, outcome.started)
+        changes.update(
+            status=outcome.status,
+            return_value=outcome.return_value,
+            finished_at=outcome.finished if outcome.status != READY else None,
+        )
+        if outcome.error is not None:
+            changes["errors"] = bounded_errors(as_list(job.errors), outcome.error)
+        if outcome.retry_in is not None:
+            changes["run_after"] = DbNow() + outcome.retry_in
+        if outcome.status != READY:
+            changes["unique_key"] = None  # finished: the key is free (unique.py)
+        updated = self.filter(pk=job.pk, owner=owner, status=RUNNING).update(**changes)
+        changes.pop("run_after", None)  # an expression; the row has the value
+        for name, value in changes.items():
+            setattr(job, name, value)
+        return updated
+
+    def record_successes(self, owner: str, group: list[Finished]) -> int:
+        """Record many successes in one UPDATE (a group of ``statements()``);
+        returns how many ``owner`` still held."""
+        first = group[0].job
+        started = {s.job.pk: s.job.started_at or s.started for s in group}
+        values = {s.job.pk: s.return_value for s in group}
+        changes: dict[str, Any] = {
+            "status": Status.SUCCESSFUL,
+            # Batches hold no suspects, so every one of these counts its attempt here.
+            "attempts": F("attempts") + 1,
+            "started_at": ValueByPk(started, models.DateTimeField()),
+            "last_attempted_at": ValueByPk({s.job.pk: s.started for s in group}, models.DateTimeField()),
+            "finished_at": ValueByPk({s.job.pk: s.finished for s in group}, models.DateTimeField()),
+            "worker_ids": [*as_list(first.worker_ids), owner],
+            "owner": None,
+            "lease_expires_at": None,
+            "suspect": False,
+            "unique_key": None,  # finished: the key is free (unique.py)
+            # PostgreSQL cannot type a CASE of bare NULLs; all None is the common case.
+            "return_value": None
+            if all(v is None for v in values.values())
+            else ValueByPk(values, models.JSONField()),
+        }
+        # The caller retries conflicts and outages (it holds the outcomes meanwhile).
+        updated = self.filter(pk__in=list(started), owner=owner, status=RUNNING).update(**changes)
+        for s in group:
+            job = s.job
+            job.status, job.attempts, job.return_value = Status.SUCCESSFUL, job.attempts + 1, s.return_value
+            job.started_at, job.last_attempted_at, job.finished_at = started[job.pk], s.started, s.finished
+            job.worker_ids = changes["worker_ids"]
+            job.owner = job.lease_expires_at = None
+        return updated
+
+
+def retry_delay(attempts: int, base: float, cap: float) -> timedelta:
+    """Exponential backoff with jitter: ``base * 2**(attempts-1)``, capped,
+    then a random point in its upper half so failed jobs do not retry in step."""
+    ceiling = min(cap, base * 2 ** max(attempts - 1, 0))
+    return timedelta(seconds=random.uniform(ceiling / 2, ceiling))
+
+
+def attempts_after(job: Job) -> int:
+    """The job's attempts once this run is recorded: a suspect's was counted in its claim."""
+    return job.attempts if job.suspect else job.attempts + 1
+
+
+def _run_fields(job: Job, owner: str, started: datetime) -> dict[str, Any]:
+    return {
+        "attempts": attempts_after(job),
+        "started_at": job.started_at or started,
+        "last_attempted_at": started,
+        "worker_ids": as_list(job.worker_ids) if job.suspect else [*as_list(job.worker_ids), owner],
+        "owner": None,
+        "lease_expires_at": None,
+        "suspect": False,
+    }
+
+
+def statements(successes: list[Finished]) -> list[list[Finished]]:
+    """Successes grouped for one UPDATE each: same earlier ``worker_ids``
+    (almost always one group: jobs on their first run), and no statement
+    over STATEMENT_BUDGET bytes of return values."""
+    groups: dict[tuple, list[list[Finished]]] = {}
+    sizes: dict[tuple, int] = {}
+    for success in successes:
+        key = tuple(map(str, as_list(success.job.worker_ids)))
+        size = success.size + 200
+        if key not in groups or sizes[key] + size > STATEMENT_BUDGET:
+            groups.setdefault(key, []).append([])
+            sizes[key] = 0
+        groups[key][-1].append(success)
+        sizes[key] += size
+    return [group for chunks in groups.values() for group in chunks]

@@ -1,0 +1,46 @@
+"""Which jobs are in which state: the filters every transition starts from,
+and what the transition modules share.
+
+Rows read with ``.annotate(db_now=DbNow())`` carry the database's now as
+``job.db_now``, which the type checker cannot see on a Job: hence the
+``type: ignore[attr-defined]`` where the transitions read it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from django.db import models
+
+from ..clock import DbNow
+from ..status import FINISHED, Status
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from ..models import Job  # noqa: F401 (JobRows names it, as a string)
+
+READY, RUNNING = Status.READY, Status.RUNNING
+DEFAULT_LEASE = 60.0
+
+
+class JobRows(models.QuerySet["Job", "Job"]):
+    def ready(self) -> Self:
+        return self.filter(status=READY)
+
+    def due(self, now: datetime | None = None) -> Self:
+        """READY jobs due at ``now`` (default: the database's now)."""
+        return self.ready().filter(run_after__lte=now or DbNow())
+
+    def unlimited(self) -> Self:
+        """Jobs without a concurrency limit: the ordinary claim's. For the claim
+        index ``concurrency_key IS NULL`` is an equality, so the claim reads
+        these in claim order as before; limited jobs are claimed by
+        ``claim_limited()``."""
+        return self.filter(concurrency_key__isnull=True)
+
+    def running(self) -> Self:
+        return self.filter(status=RUNNING)
+
+    def finished(self) -> Self:
+        return self.filter(status__in=FINISHED)
