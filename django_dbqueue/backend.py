@@ -243,7 +243,7 @@ class DatabaseBackend(BaseTaskBackend):
         the row's priority, queue and run_after, as ``.using()`` made them."""
         if task is None:
             task = load_task(job.task_path)
-        errors = [
+        errors: list[TaskError] = [
             StoredTaskError(
                 exception_class_path=str(error.get("exception_class_path", "")),
                 traceback=str(error.get("traceback", "")),
