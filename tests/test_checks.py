@@ -132,5 +132,12 @@ def test_runqueue_refuses_a_backend_that_is_not_ours(settings):
         "default": settings.TASKS["default"],
         "immediate": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"},
     }
-    with pytest.raises(CommandError, match="is a ImmediateBackend; runqueue serves"):
+    with pytest.raises(CommandError, match="is ImmediateBackend; runqueue serves"):
         call_command("runqueue", backend="immediate")
+
+
+@pytest.mark.parametrize("command", ["runqueue", "queuestats", "queuehealth", "prunejobs", "pausequeue"])
+def test_the_commands_refuse_a_misconfigured_backend_even_when_checks_are_skipped(settings, command):
+    settings.TASKS = {"default": {**settings.TASKS["default"], "OPTIONS": {"LEASE_SECONDS": -1}}}
+    with pytest.raises(CommandError, match="misconfigured: OPTIONS LEASE_SECONDS must be a positive number"):
+        call_command(command, skip_checks=True)

@@ -31,9 +31,12 @@ def queue_backend(alias: str, command: str = "this command") -> DatabaseBackend:
         raise CommandError(f"No task backend {alias!r} in settings.TASKS: {exc}") from exc
     if not isinstance(backend, DatabaseBackend):
         raise CommandError(
-            f"The task backend {alias!r} is a {type(backend).__name__}; {command} serves "
+            f"The task backend {alias!r} is {type(backend).__name__}; {command} serves "
             "django_dbqueue.backend.DatabaseBackend backends only."
         )
+    if backend.options_error:
+        # Even under --skip-checks: the defaults in its place are not what was asked for.
+        raise CommandError(f"The task backend {alias!r} is misconfigured: {backend.options_error}")
     return backend
 
 
