@@ -11,9 +11,9 @@ from typing import Any
 from django.apps import apps
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from .clock import DatabaseClock
 from .db import retry_on_conflict
 from .exceptions import JobCancelled, TaskResultNotLoadable
 from .inserting import insert_job
@@ -121,6 +121,7 @@ class DatabaseBackend(BaseTaskBackend):
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
         self.options_error: str | None = None
+        self._clock: DatabaseClock | None = None
         try:
             self.config = QueueOptions.parse(self.options)
         except ImproperlyConfigured as exc:
@@ -153,7 +154,7 @@ class DatabaseBackend(BaseTaskBackend):
         """Insert the job. Inside the caller's transaction it commits or rolls
         back with it; in autocommit mode a deadlocked INSERT is retried."""
         self.check_enqueue(task)
-        job = self.build_job(task, args, kwargs, timezone.now())
+        job = self.build_job(task, args, kwargs, self.now())
         check_arguments(task, job.args, job.kwargs)
         return self.insert(job, task)
 
@@ -203,6 +204,14 @@ class DatabaseBackend(BaseTaskBackend):
         except RuntimeError as exc:  # Django: "... isn't in an application in INSTALLED_APPS"
             raise ImproperlyConfigured(not_installed_message(self.alias)) from exc
         return Job
+
+    def now(self) -> datetime:
+        """The database's time, for a new job's ``enqueued_at`` and an
+        immediate job's ``run_after``: a producer whose clock runs ahead of
+        the database must not delay its jobs by the difference."""
+        if self._clock is None or self._clock.using != self.database:
+            self._clock = DatabaseClock(self.database)
+        return self._clock.now()
 
     def build_job(self, task: Task, args: Any, kwargs: Any, now: datetime, keys: bool = True) -> Any:
         """An unsaved Job for one call, its arguments checked as JSON; with

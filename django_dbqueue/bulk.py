@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections, transaction
-from django.utils import timezone
 
 from .db import retry_on_conflict
 from .inserting import insert_job, insert_rows, job_fields, prepared_values, rows_per_statement
@@ -59,7 +58,7 @@ def build_jobs(backend: DatabaseBackend, task: Task, calls: Iterable[Call]) -> l
     from .backend import call_keys
 
     backend.check_enqueue(task)
-    now = timezone.now()
+    now = backend.now()
     template: Job = backend.build_job(task, (), {}, now, keys=False)
     limit, jobs = backend.config.MAX_ARGUMENTS_BYTES, []
     keyed = any(getattr(task, name, None) is not None for name in ("unique_key", "concurrency_key"))

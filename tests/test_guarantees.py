@@ -5,6 +5,8 @@ lease, a task holding the GIL, a graceful stop during a database call."""
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -19,7 +21,7 @@ from django_dbqueue.clock import DbNow, read_database_now
 from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import task_backends
 from django_dbqueue.worker import Worker
-from tests.conftest import needs_row_locks, wait_for
+from tests.conftest import ROOT, needs_row_locks, subprocess_env, wait_for
 
 pytestmark = [needs_row_locks, pytest.mark.django_db(transaction=True)]
 
@@ -240,6 +242,30 @@ def test_a_worker_whose_clock_runs_ahead_does_not_take_a_live_workers_job(runque
     retry = Job.objects.get(pk=retried.id)
     assert retry.attempts == 2 and abs((database_now - retry.run_after).total_seconds()) < 15
     assert stop(live) == 0 and stop(skewed) == 0
+
+
+def test_a_producer_whose_clock_runs_ahead_does_not_delay_its_jobs(runqueue):
+    # The producer's host runs five minutes fast; the job is due now by the
+    # database's clock, which is the one the workers claim by.
+    enqueue = "from demo.tasks import add; print(add.enqueue(2, 3).id)"
+    produce = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", enqueue],
+        cwd=ROOT / "testproject",
+        env=subprocess_env(DBQUEUE_CLOCK_SKEW="300"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert produce.returncode == 0, produce.stderr
+    job_id = int(produce.stdout.split()[-1])
+    job = Job.objects.get(pk=job_id)
+    database_now = read_database_now("default")
+    assert abs((database_now - job.enqueued_at).total_seconds()) < 15, job.enqueued_at
+    assert job.run_after == job.enqueued_at
+
+    worker = runqueue("--burst")
+    assert worker.wait(60) == 0
+    assert Job.objects.get(pk=job_id).status == "SUCCESSFUL"
 
 
 def test_burst_recovers_a_lease_that_ran_out_and_runs_the_job(runqueue):
