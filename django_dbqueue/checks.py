@@ -74,8 +74,9 @@ def binlog_warning(alias: str, log_bin: Any, binlog_format: Any) -> checks.Warni
 def check_sql_contract(
     app_configs: Any = None, databases: Any = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
-    """W005: the dbqueue_enqueue() procedure carries the QUEUES of its
-    installation; after QUEUES change it refuses or admits the wrong ones."""
+    """W005: the dbqueue_enqueue() procedure carries the QUEUES, MAX_ATTEMPTS
+    and MAX_ARGUMENTS_BYTES of its installation; after they change it
+    refuses or admits the wrong calls."""
     from . import sql_contract
 
     warnings: list[checks.CheckMessage] = []
@@ -84,15 +85,29 @@ def check_sql_contract(
         if connection.vendor != "mysql":
             continue
         installed = sql_contract.installed_queues(connection)
-        configured = sql_contract.config_for(alias).queues
-        if installed is None or set(installed) == set(configured):
+        config = sql_contract.config_for(alias)
+        if installed is not None and set(installed) != set(config.queues):
+            message = (
+                f"The procedure {sql_contract.PROCEDURE}() on the database {alias!r} accepts the "
+                f"queues {', '.join(sorted(installed)) or 'of any name'}, but the task backends' QUEUES "
+                f"there are {', '.join(config.queues)}: SQL producers are refused a queue the workers "
+                "serve, or admitted to one they do not."
+            )
+        elif (limits := sql_contract.installed_limits(connection)) is not None and limits != (
+            config.max_attempts,
+            config.max_argument_bytes,
+        ):
+            message = (
+                f"The procedure {sql_contract.PROCEDURE}() on the database {alias!r} defaults to "
+                f"MAX_ATTEMPTS {limits[0]} and refuses arguments over {limits[1]} bytes, but the "
+                f"task backends there have MAX_ATTEMPTS {config.max_attempts} and "
+                f"MAX_ARGUMENTS_BYTES {config.max_argument_bytes}."
+            )
+        else:
             continue
         warnings.append(
             checks.Warning(
-                f"The procedure {sql_contract.PROCEDURE}() on the database {alias!r} accepts the "
-                f"queues {', '.join(sorted(installed)) or 'of any name'}, but the task backends' QUEUES "
-                f"there are {', '.join(configured)}: SQL producers are refused a queue the workers "
-                "serve, or admitted to one they do not.",
+                message,
                 hint=f"Run manage.py install_sql_contract --database {alias}.",
                 id="django_dbqueue.W005",
             )

@@ -185,10 +185,19 @@ def uninstall(connection: Any) -> None:
         cursor.execute(f"DROP PROCEDURE IF EXISTS {PROCEDURE}")
 
 
-def installed_queues(connection: Any) -> tuple[str, ...] | None:
-    """The queues the installed procedure accepts (``()``: any), or None
-    where it is not installed, this user may not see its body, or the body
-    is not one this version wrote."""
+def installed_limits(connection: Any) -> tuple[int, int] | None:
+    """The MAX_ATTEMPTS default and MAX_ARGUMENTS_BYTES limit the installed
+    procedure applies, or None where it is not installed, this user may not
+    see its body, or the body is not one this version wrote."""
+    body = _installed_body(connection)
+    attempts = re.search(r"COALESCE\(p_max_attempts, (\d+)\)", body or "")
+    size = re.search(r"LENGTH\(v_kwargs\) > (\d+) THEN", body or "")
+    if attempts is None or size is None:
+        return None
+    return int(attempts.group(1)), int(size.group(1))
+
+
+def _installed_body(connection: Any) -> str | None:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT routine_definition FROM information_schema.routines "
@@ -196,12 +205,20 @@ def installed_queues(connection: Any) -> tuple[str, ...] | None:
             [PROCEDURE],
         )
         row = cursor.fetchone()
-    if not row or not row[0]:
+    return row[0] if row and row[0] else None
+
+
+def installed_queues(connection: Any) -> tuple[str, ...] | None:
+    """The queues the installed procedure accepts (``()``: any), or None
+    where it is not installed, this user may not see its body, or the body
+    is not one this version wrote."""
+    body = _installed_body(connection)
+    if body is None:
         return None
-    listed = re.search(r"IF HEX\(v_queue\) NOT IN \(([0-9A-F', ]*)\) THEN", row[0])
+    listed = re.search(r"IF HEX\(v_queue\) NOT IN \(([0-9A-F', ]*)\) THEN", body)
     if listed is None:
         # No queue check at all (QUEUES was empty), or one this version cannot read.
-        return None if "NOT IN" in row[0] else ()
+        return None if "NOT IN" in body else ()
     return tuple(bytes.fromhex(name).decode() for name in re.findall(r"'([0-9A-F]*)'", listed.group(1)))
 
 

@@ -257,3 +257,26 @@ def test_a_procedure_installed_for_other_queues_is_a_warning_until_reinstalled()
     )
     assert warning.hint == "Run manage.py install_sql_contract --database default."
     assert check_sql_contract(databases=["default"]) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_procedure_installed_with_other_limits_is_a_warning_until_reinstalled(settings):
+    if connection.vendor != "mysql":
+        pytest.skip("dbqueue_enqueue() is a MySQL/MariaDB procedure")
+    options = {**settings.TASKS["default"].get("OPTIONS", {}), "MAX_ATTEMPTS": 7, "MAX_ARGUMENTS_BYTES": 5000}
+    changed = {**settings.TASKS, "default": {**settings.TASKS["default"], "OPTIONS": options}}
+    try:
+        with override_settings(TASKS=changed):
+            (warning,) = check_sql_contract(databases=["default"])
+            assert warning.id == "django_dbqueue.W005"
+            assert warning.msg == (
+                "The procedure dbqueue_enqueue() on the database 'default' defaults to MAX_ATTEMPTS 3 "
+                "and refuses arguments over 1000000 bytes, but the task backends there have "
+                "MAX_ATTEMPTS 7 and MAX_ARGUMENTS_BYTES 5000."
+            )
+            call_command("install_sql_contract", stdout=io.StringIO())
+            assert check_sql_contract(databases=["default"]) == []
+        assert len(check_sql_contract(databases=["default"])) == 1, "installed for the other limits"
+    finally:
+        call_command("install_sql_contract", stdout=io.StringIO())
+    assert check_sql_contract(databases=["default"]) == []
