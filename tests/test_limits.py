@@ -122,7 +122,7 @@ def overlap(starts: dict[int, object], ends: dict[int, object]) -> tuple[int, fl
 @needs_row_locks
 @pytest.mark.django_db(transaction=True)
 def test_a_limit_of_two_holds_and_is_used_while_four_workers_drain_one_key(runqueue):
-    total = 1000
+    total = 400
     bulk_enqueue(per_customer, [(("acme", i, 0.02), {}) for i in range(total)])
     bulk_enqueue(add, [((i, i), {}) for i in range(200)])  # unlimited jobs drain beside them
     hosts = [runqueue("--processes", "2", "--queue", "default") for _ in range(2)]
