@@ -26,6 +26,16 @@ needs_row_locks = pytest.mark.skipif(
 )
 
 
+def once_on_mariadb(covered: str) -> pytest.MarkDecorator:
+    """Run a process test whose behaviour does not depend on the database
+    once, in the MariaDB suite (CI fails rather than skips without MariaDB).
+    ``covered`` says which tests run its SQL on the other databases."""
+    return pytest.mark.skipif(
+        os.environ.get("DBQUEUE_DATABASE", "sqlite") != "mariadb",
+        reason=f"database-independent: runs once, with the MariaDB suite; on this database, {covered}",
+    )
+
+
 def subprocess_env(**overrides: str) -> dict[str, str]:
     """The environment for a child process that must use the test database."""
     env = os.environ.copy()

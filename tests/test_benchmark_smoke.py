@@ -20,6 +20,11 @@ def test_quick_benchmark_completes_and_runs_every_job_once(tmp_path):
     env = os.environ.copy()
     # Its own database, so parallel runs of the suite do not collide.
     env["DBQUEUE_BENCH_DB"] = f"{os.environ.get('DBQUEUE_DB_NAME', 'dbqueue')}_bench_smoke"
+    # The tank waits for its runqueue's Worker rows, which the heartbeat
+    # writes at its first beat after the workers are up: a quarter lease
+    # later, 15 s with the default lease, twice. An 8 s lease (a beat every
+    # 2 s) changes no job's fate here: nothing is killed or runs for long.
+    env["DBQUEUE_LEASE"] = "8"
     proc = subprocess.run(
         [
             sys.executable,

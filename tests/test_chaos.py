@@ -2,15 +2,20 @@
 and every duplicate run is explained by a kill or the crash. The driver is
 `benchmarks/chaos.py`; DBQUEUE_CHAOS_JOBS scales it. It runs with the lease
 users get by default (60 s): a shortened lease once hid that workers never
-recovered a crash loop's jobs. So it lasts at least two leases: the crashed
-server's grace and the last kills' leases (about 150 s on two cores)."""
+recovered a crash loop's jobs. So it lasts at least one lease, the crashed
+server's grace, with the crash loop going on until every killed worker's jobs
+are recovered. Then the kills stop: a kill of a worker running a recovered
+job would only add another lease of waiting, and proves nothing a kill
+before the recovery does not (the death of a worker running a suspect job:
+tests/test_processes.py and tests/test_poison.py)."""
 
 import os
 import re
 from collections import Counter
 from dataclasses import asdict
 
-from benchmarks.chaos import DATABASE, chaos
+from benchmarks.chaos import DATABASE, Driver, Figures, chaos, count, environment, prepare
+from django_dbqueue.options import QueueOptions
 from tests.conftest import needs_mariadb
 
 JOBS = int(os.environ.get("DBQUEUE_CHAOS_JOBS", "4000"))
@@ -20,14 +25,23 @@ WORKERS = 4
 @needs_mariadb
 def test_chaos_run_loses_nothing_and_duplicates_only_what_kills_explain(sandbox_mariadb, tmp_path):
     server = sandbox_mariadb
-    figures = chaos(server, tmp_path / "runqueue.log", jobs=JOBS, workers=WORKERS, kill_every=1.0)
+    env = environment(server, lease=QueueOptions.LEASE_SECONDS)  # the default (see the docstring)
+    prepare(server, JOBS, env)
+    driver = KillsUntilRecovered(server, Figures(jobs=JOBS, workers=WORKERS), tmp_path / "runqueue.log", env)
+    driver.run(kill_every=1.0, restart_at=0.5, limit=900.0)
+    count(driver)
+    figures = driver.figures
     print("chaos figures:", asdict(figures))
 
     def one(sql: str) -> int:
         return server.execute(sql, database=DATABASE)[0][0]
 
-    # The chaos really happened, or nothing below would mean anything.
+    # The chaos really happened, or nothing below would mean anything: the
+    # crash loop killed workers holding jobs, and lasted until they were
+    # recovered, so no worker lived a lease to recover them.
     assert figures.kills >= 3 and figures.db_restarts == 1
+    assert sum(figures.claimed_at_kills) > 0
+    assert "Recovered" in (tmp_path / "runqueue.log").read_text(errors="replace")
     assert figures.worker_restarts >= figures.kills - 1  # the last kill may land during the stop
 
     assert one("SELECT COUNT(*) FROM django_dbqueue_job") == JOBS
@@ -52,6 +66,20 @@ def test_chaos_run_loses_nothing_and_duplicates_only_what_kills_explain(sandbox_
     messages = outage_messages_per_process((tmp_path / "runqueue.log").read_text())
     assert messages and max(messages.values()) == 1, messages
     assert figures.recovery_seconds is not None and figures.recovery_seconds < 15
+
+
+class KillsUntilRecovered(Driver):
+    """The chaos driver, whose kills stop once the database has restarted and
+    the heartbeat has recovered dead workers' jobs (it logs "Recovered N
+    jobs from dead workers"): recovery happened in the crash loop."""
+
+    recovered: bool = False
+
+    def kill_a_worker(self, supervisor: int) -> None:
+        if not self.recovered and self.figures.db_restarts:
+            self.recovered = "Recovered" in self.log.read_text(errors="replace")
+        if not self.recovered:
+            super().kill_a_worker(supervisor)
 
 
 def outage_messages_per_process(log: str) -> Counter:

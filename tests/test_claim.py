@@ -144,6 +144,23 @@ def test_heartbeat_extends_only_the_owners_leases():
     assert theirs.lease_expires_at < timezone.now() + timedelta(seconds=5)
 
 
+def test_still_held_answers_for_the_owners_jobs_and_extends_only_their_leases():
+    """What a worker that cannot show its lease asks (loop.py): a job that
+    was recovered from it and claimed by another is no longer its."""
+    lost, kept = make(2)
+    Job.objects.claim("me", limit=2, lease=1)
+    Job.objects.filter(pk=lost.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    assert Job.objects.recover_expired() == (1, 0)
+    assert [job.pk for job in Job.objects.claim("other", limit=2, lease=1)] == [lost.pk]
+
+    assert Job.objects.still_held("me", [lost.pk, kept.pk], lease=600) == {kept.pk}
+    lost.refresh_from_db()
+    kept.refresh_from_db()
+    assert (lost.owner, kept.owner) == ("other", "me")
+    assert kept.lease_expires_at > timezone.now() + timedelta(seconds=500)
+    assert lost.lease_expires_at < timezone.now() + timedelta(seconds=5)
+
+
 def test_claim_costs_a_fixed_number_of_queries_whatever_the_batch_size():
     make(50)
     with CaptureQueriesContext(connection) as small:

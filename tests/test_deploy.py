@@ -17,7 +17,7 @@ import pytest
 from demo import tasks
 from demo.models import Execution
 from django_dbqueue.models import Job
-from tests.conftest import ROOT, subprocess_env, wait_for
+from tests.conftest import ROOT, once_on_mariadb, subprocess_env, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -62,6 +62,7 @@ def stop_like_systemd(proc: subprocess.Popen, timeout: float) -> tuple[int, floa
     return proc.wait(timeout), time.monotonic() - started
 
 
+@once_on_mariadb("test_processes.py runs graceful stops of runqueue")
 def test_the_unit_stops_gracefully_when_systemd_stops_it(tmp_path):
     unit = service_section(DEPLOY / "dbqueue@.service")
     assert unit["KillSignal"] == "SIGTERM" and unit["KillMode"] == "control-group"
@@ -136,6 +137,7 @@ def test_the_units_are_valid_systemd_units(tmp_path):
         assert run.returncode == 0 and not problems, run.stderr
 
 
+@once_on_mariadb("test_stats_health.py runs queuehealth")
 def test_the_watchdog_fails_without_live_workers_and_its_failure_restarts_them(runqueue):
     health = service_section(DEPLOY / "dbqueue-health@.service")
     unit = (DEPLOY / "dbqueue-health@.service").read_text()
@@ -161,6 +163,7 @@ def test_the_watchdog_fails_without_live_workers_and_its_failure_restarts_them(r
     assert worker.wait(30) == 0
 
 
+@once_on_mariadb("test_processes.py runs graceful stops of runqueue, test_stats_health.py queuehealth")
 def test_the_container_entrypoint_execs_runqueue_which_stops_on_sigterm_to_pid_1(tmp_path):
     env = subprocess_env(APP_DIR=str(ROOT / "testproject"))
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"

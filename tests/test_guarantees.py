@@ -21,7 +21,7 @@ from django_dbqueue.clock import DbNow, read_database_now
 from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import task_backends
 from django_dbqueue.worker import Worker
-from tests.conftest import ROOT, needs_row_locks, subprocess_env, wait_for
+from tests.conftest import ROOT, needs_row_locks, once_on_mariadb, subprocess_env, wait_for
 
 pytestmark = [needs_row_locks, pytest.mark.django_db(transaction=True)]
 
@@ -118,6 +118,7 @@ def test_anything_a_task_raises_or_returns_ends_as_a_recorded_attempt(runqueue):
     assert stop(worker) == 0
 
 
+@once_on_mariadb("test_claim.py runs still_held, what a worker that cannot show its lease asks")
 def test_a_worker_paused_past_its_lease_does_not_run_its_stale_batch(runqueue):
     jobs = [tasks.sleep.enqueue(0.05, key=f"p{i}") for i in range(60)]
     # The batch stays with the worker (no give-back of a slow job's batch-mates).
@@ -142,6 +143,7 @@ def test_a_worker_paused_past_its_lease_does_not_run_its_stale_batch(runqueue):
     assert set(Job.objects.values_list("status", flat=True)) == {"SUCCESSFUL"}
 
 
+@once_on_mariadb("every process test runs the heartbeat's lease extension")
 def test_a_task_holding_the_gil_keeps_its_lease(runqueue):
     # One C call longer than a lease (2s): the worker's own threads cannot
     # run, but the supervisor's heartbeat process vouches for it.
@@ -191,6 +193,7 @@ def in_sleep_query() -> bool:
         return cursor.fetchone()[0] > 0
 
 
+@once_on_mariadb("test_processes.py runs a stop at once (a second signal): the job in hand abandoned")
 def test_sigquit_to_the_supervisor_stops_everything_at_once_with_exit_1(runqueue):
     tasks.sleep.enqueue(30, key="long")
     worker = runqueue("--queue", "slow", "--processes", "2")

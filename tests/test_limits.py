@@ -4,6 +4,7 @@ import signal
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from demo.models import Execution
@@ -122,7 +123,9 @@ def overlap(starts: dict[int, object], ends: dict[int, object]) -> tuple[int, fl
 @needs_row_locks
 @pytest.mark.django_db(transaction=True)
 def test_a_limit_of_two_holds_and_is_used_while_four_workers_drain_one_key(runqueue):
-    total = 1000
+    # The figure on MariaDB; fewer on PostgreSQL, where the same
+    # contention shows with 400 (the test fails on both without the key lock).
+    total = 1000 if connection.vendor == "mysql" else 400
     bulk_enqueue(per_customer, [(("acme", i, 0.02), {}) for i in range(total)])
     bulk_enqueue(add, [((i, i), {}) for i in range(200)])  # unlimited jobs drain beside them
     hosts = [runqueue("--processes", "2", "--queue", "default") for _ in range(2)]

@@ -6,9 +6,16 @@ import pytest
 from demo import tasks
 from demo.models import Execution
 from django_dbqueue.models import Job
-from tests.conftest import needs_row_locks, wait_for
+from tests.conftest import needs_row_locks, once_on_mariadb, wait_for
 
-pytestmark = [needs_row_locks, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    needs_row_locks,
+    once_on_mariadb(
+        "test_processes.py runs a job that kills its worker (WorkerLost, FAILED), test_claim.py "
+        "recovery, test_guarantees.py a JobTimeout"
+    ),
+    pytest.mark.django_db(transaction=True),
+]
 
 WORKER_LOST = "django_dbqueue.exceptions.WorkerLost"
 

@@ -12,9 +12,13 @@ from django.db import connection
 from demo import tasks
 from demo.models import Execution
 from django_dbqueue.models import Job
-from tests.conftest import needs_row_locks, wait_for
+from tests.conftest import needs_row_locks, once_on_mariadb, wait_for
 
-pytestmark = [needs_row_locks, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    needs_row_locks,
+    once_on_mariadb("test_processes.py runs the give-back at SIGTERM and producers beside workers"),
+    pytest.mark.django_db(transaction=True),
+]
 
 
 def test_rolling_restart_under_load_loses_and_repeats_nothing(runqueue):
