@@ -16,6 +16,17 @@ ROOT = Path(__file__).resolve().parent.parent
 MANAGE = ROOT / "testproject" / "manage.py"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def fast_password_hashing() -> Iterator[None]:
+    """The admin tests create staff users with a password and log them in:
+    PBKDF2's 1.5 million rounds cost half a second a time, 30 s per suite.
+    No test is about hashing (Django's advice for test settings)."""
+    from django.test import override_settings
+
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
+
+
 def vendor() -> str:
     return connection.vendor
 

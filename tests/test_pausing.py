@@ -11,7 +11,7 @@ from demo import tasks
 from django_dbqueue.clock import read_database_now
 from django_dbqueue.models import Job, PausedQueue
 from tests.admin_helpers import DASHBOARD, job, staff
-from tests.conftest import wait_for
+from tests.conftest import once_on_mariadb, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,6 +27,10 @@ def done(result) -> bool:
     return status(result) == "SUCCESSFUL"
 
 
+@once_on_mariadb(
+    "every worker test reads the paused set (one plain query; the queues are left out in Python), "
+    "and the other tests here pause and resume"
+)
 def test_a_paused_queue_is_not_claimed_its_running_job_finishes_and_resume_needs_no_restart(runqueue):
     worker = runqueue("--queue", "default", "--queue", "email", "--queue", "slow")
     holding = tasks.sleep.enqueue(1.5)
