@@ -2,6 +2,7 @@ from django.db import models
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from .fields import KeyField
 from .status import FINISHED, Status
 from .transitions import JobQuerySet, WorkerQuerySet
 
@@ -58,10 +59,11 @@ class Job(models.Model):
     # Held only while the job is unfinished (READY or RUNNING): the transitions
     # that finish a job clear it, so a unique index enforces "one unfinished job
     # per key" without the partial index MySQL lacks (see unique.py).
-    unique_key = models.CharField(max_length=255, null=True, blank=True, unique=True)
+    # Keys compare byte for byte on every database (fields.KeyField).
+    unique_key = KeyField(max_length=255, null=True, blank=True, unique=True)
     # At most concurrency_limit jobs of one concurrency_key RUNNING at once
     # (transitions/claim.py, claim_limited); NULL for the ordinary job, which the usual claim takes.
-    concurrency_key = models.CharField(max_length=255, null=True, blank=True)
+    concurrency_key = KeyField(max_length=255, null=True, blank=True)
     concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
 
     objects = JobQuerySet.as_manager()
@@ -151,7 +153,7 @@ class ConcurrencyLock(models.Model):
     running jobs and claims more, so claims of one key take turns while
     claims of other keys, and of unlimited jobs, never wait for them."""
 
-    key = models.CharField(max_length=255, unique=True)
+    key = KeyField(max_length=255, unique=True)
 
     def __str__(self) -> str:
         return self.key
