@@ -3,6 +3,7 @@
 import re
 import threading
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -259,3 +260,83 @@ def test_who_holds_a_post_is_not_told_to_staff_who_may_not_see_posts(client):
     later = client.get("/admin/")
     assert [str(m) for m in later.context["messages"]] == []
     assert Post.objects.get(pk=post.pk).body == post.body
+
+
+def shown_lease(page) -> str:
+    """The lease column as the change form itself shows it (read-only)."""
+    html = page.content.decode()
+    found = re.search(r'field-claim_expires_at.*?<div class="readonly">(.*?)</div>', html, re.DOTALL)
+    assert found, "the lease column is on the page"
+    return found.group(1).strip()
+
+
+@pytest.mark.parametrize("use_tz", [True, False])
+def test_the_held_banner_writes_its_date_as_the_page_writes_the_lease(client, settings, use_tz):
+    settings.USE_TZ, settings.TIME_ZONE = use_tz, "America/Chicago"
+    [held] = posts(1)
+    Post.objects.filter(pk=held.pk).claim("alice", limit=1)
+    bob = moderator(client, "bob")
+
+    page = bob.get(f"{POSTS}{held.pk}/change/")
+
+    assert page.status_code == 200
+    until = shown_lease(page)
+    assert re.fullmatch(r"[A-Z][a-z]+\.? \d{1,2}, \d{4}, \d{1,2}(:\d\d)? [ap]\.m\.", until), until
+    assert [str(m) for m in page.context["messages"]] == [
+        f"Post “{held}” is being reviewed by alice until {until}; "
+        "you can look at it, but not change it until they finish or their claim runs out."
+    ]
+
+
+def test_a_post_another_moderator_holds_cannot_be_deleted(client):
+    [held, free] = posts(2)
+    Post.objects.filter(pk=held.pk).claim("alice", limit=1)
+    bob = User.objects.create_user("bob", password="pw", is_staff=True)
+    codenames = ["view_post", "change_post", "delete_post"]
+    bob.user_permissions.set(Permission.objects.filter(codename__in=codenames))
+    client.force_login(bob)
+
+    assert f"{POSTS}{held.pk}/delete/" not in client.get(f"{POSTS}{held.pk}/change/").content.decode()
+    assert f"{POSTS}{free.pk}/delete/" in client.get(f"{POSTS}{free.pk}/change/").content.decode()
+    assert client.get(f"{POSTS}{held.pk}/delete/").status_code == 403
+    assert client.post(f"{POSTS}{held.pk}/delete/", {"post": "yes"}).status_code == 403
+    selected = {"action": "delete_selected", "_selected_action": [str(held.pk), str(free.pk)]}
+    assert client.post(POSTS, {**selected, "post": "yes"}).status_code == 403
+    assert Post.objects.count() == 2, "nothing deleted"
+
+    Post.objects.filter(pk=held.pk).update(claim_expires_at=timezone.now() - timedelta(seconds=1))
+    assert client.post(f"{POSTS}{held.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert list(Post.objects.values_list("pk", flat=True)) == [free.pk], "a lapsed claim holds nothing"
+
+
+def test_listing_the_claim_columns_gives_one_claimed_by_column(rf):
+    from django.contrib import admin
+
+    from django_dbqueue.admin import ModerationAdminMixin
+
+    class ListsTheClaim(ModerationAdminMixin, admin.ModelAdmin):
+        list_display = ("id", "claimed_by", "claim_expires_at", "status")
+
+    request = rf.get(POSTS)
+    request.user = User.objects.create_superuser("root", password="pw")
+    model_admin = ListsTheClaim(Post, admin.site)
+    [post] = posts(1)
+    Post.objects.filter(pk=post.pk).claim("root", limit=1)
+
+    assert model_admin.get_list_display(request) == ["id", "claim_state", "status"]
+    page = model_admin.changelist_view(request)
+    page.render()
+    head = page.content.decode().split("<thead>")[1].split("</thead>")[0]
+    headers = [" ".join(re.sub(r"<[^>]+>", " ", th).split()) for th in re.findall(r"<th.*?</th>", head, re.S)]
+    assert headers[1:] == ["ID", "Claimed by", "Status"]  # [0]: the checkbox
+    assert "root" in text_of(page)
+    registered = type(admin.site.get_model_admin(Post))(Post, admin.site)
+    assert registered.get_list_display(request)[-1] == "claim_state", "appended when not listed"
+
+
+def test_the_docs_show_the_test_projects_post_model_whole():
+    root = Path(__file__).resolve().parent.parent
+    docs = (root / "docs" / "admin.md").read_text()
+    shown = docs.split("```python\n# models.py\n", 1)[1].split("```", 1)[0]
+    model = (root / "testproject" / "moderation" / "models.py").read_text()
+    assert shown == model.split('"""', 2)[2].lstrip("\n"), "docs/admin.md shows models.py less its docstring"

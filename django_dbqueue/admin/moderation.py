@@ -14,13 +14,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin, messages
-from django.contrib.admin.utils import unquote
+from django.contrib.admin.utils import display_for_value, unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
-from django.utils.formats import localize
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import capfirst
@@ -88,7 +87,13 @@ class ModerationAdminMixin(_ModelAdmin):
         return [ClaimListFilter, *super().get_list_filter(request)]
 
     def get_list_display(self, request: HttpRequest) -> list:
-        return [*super().get_list_display(request), "claim_state"]
+        # One column for the claim: where the model admin lists the claim
+        # columns themselves, "claim_state" takes their place.
+        claim = {*self._claim_fields(), "claim_state"}
+        columns = list(super().get_list_display(request))
+        at = next((i for i, name in enumerate(columns) if name in claim), len(columns))
+        rest = [name for name in columns if name not in claim]
+        return [*rest[:at], "claim_state", *rest[at:]]
 
     @admin.display(description="claimed by")
     def claim_state(self, obj: Any) -> SafeString | str:
@@ -124,6 +129,13 @@ class ModerationAdminMixin(_ModelAdmin):
             return False
         return super().has_change_permission(request, obj)
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Django asks this per row too, for the delete view and the
+        # confirmation of the "delete selected" action.
+        if obj is not None and self.held_by_other(request, obj):
+            return False
+        return super().has_delete_permission(request, obj)
+
     def changeform_view(
         self,
         request: HttpRequest,
@@ -138,8 +150,8 @@ class ModerationAdminMixin(_ModelAdmin):
         )
         if holder:
             _, expires = self._claim_of(obj)
-            # In the format of the form's own dates: this is the user's model's admin.
-            until = localize(timezone.localtime(expires))
+            # Exactly as the admin shows the lease column on this very page.
+            until = display_for_value(expires, "-")
             text = (
                 f"{capfirst(self.opts.verbose_name)} “{obj}” is being reviewed by {holder} until "
                 f"{until}; you can look at it, but not change it until they finish or their claim runs out."
