@@ -10,7 +10,7 @@ from django.utils import timezone
 from demo.models import Execution
 from demo.tasks import add, per_customer
 from django_dbqueue import bulk_enqueue, task
-from django_dbqueue.models import Job
+from django_dbqueue.models import ConcurrencyLock, Job
 from django_dbqueue.tasks_api import InvalidTask
 from django_dbqueue.transitions import Finished
 from tests.conftest import needs_row_locks, wait_for
@@ -58,6 +58,29 @@ def test_one_claim_takes_one_job_of_each_key_with_a_free_slot():
     assert sorted(job.concurrency_key for job in batch) == ["a", "b"], "c is at its limit"
     assert {job.status for job in batch} == {"RUNNING"}
     assert sorted(j.concurrency_key for j in Job.objects.claim_limited("v", ["default"], ["a", "b"])) == ["a"]
+
+
+@pytest.mark.django_db
+def test_a_limit_of_one_never_runs_two_x_when_a_key_X_exists():
+    [upper] = limited(1, key="X", limit=1)
+    lower = limited(2, key="x", limit=1)
+    [job] = Job.objects.claim_limited("a", ["default"], ["X"])
+    now = timezone.now()
+    Job.objects.record_successes("a", [Finished(job, now, now)])  # X's lock row stays
+
+    assert [j.pk for j in Job.objects.claim_limited("b", ["default"], ["x"])] == [lower[0].pk]
+    assert Job.objects.claim_limited("c", ["default"], ["x"]) == [], "one x runs already"
+    assert Job.objects.filter(concurrency_key="x", status="RUNNING").count() == 1
+    assert sorted(ConcurrencyLock.objects.values_list("key", flat=True)) == ["X", "x"]
+
+
+@pytest.mark.django_db
+def test_keys_that_differ_only_in_case_are_both_claimed():
+    limited(1, key="X", limit=1)
+    limited(1, key="x", limit=1)
+    assert sorted(Job.objects.limited_keys(["default"], 10)) == ["X", "x"], "both keys have due jobs"
+    batch = Job.objects.claim_limited("a", ["default"], ["X", "x"])
+    assert sorted(job.concurrency_key for job in batch) == ["X", "x"]
 
 
 @pytest.mark.django_db

@@ -93,6 +93,24 @@ def test_a_duplicate_inside_a_transaction_leaves_it_usable():
     assert Job.objects.count() == 2
 
 
+# One key each on every database: case, a trailing space and accents all count.
+DISTINCT_KEYS = ["Report-A", "report-a", "REPORT-A ", "répört-a"]
+
+
+@pytest.mark.django_db
+def test_keys_compare_byte_for_byte():
+    results = [add.using(unique_key=key).enqueue(i, 0) for i, key in enumerate(DISTINCT_KEYS)]
+
+    assert len({result.id for result in results}) == 4, "four keys, four jobs"
+    jobs = [Job.objects.get(pk=result.id) for result in results]
+    assert [(job.unique_key, job.args) for job in jobs] == [
+        (key, [i, 0]) for i, key in enumerate(DISTINCT_KEYS)
+    ]
+    again = [add.using(unique_key=key).enqueue(9, 9).id for key in DISTINCT_KEYS]
+    assert again == [result.id for result in results], "each key is held by its own job"
+    assert Job.objects.count() == 4
+
+
 def test_bad_keys_are_refused_with_a_clear_error():
     def f(x: int) -> None: ...
 
