@@ -64,11 +64,26 @@ def test_run_now_clears_a_future_run_after_only(operator):
     response = act(operator, "run_now", [waiting, due, finished])
 
     assert messages_of(response) == [
-        "Made due now 1 job. Skipped 2 jobs (1 ready and already due, 1 successful): "
+        "Made 1 job due now. Skipped 2 jobs (1 ready and already due, 1 successful): "
         "only ready jobs waiting for a later time can be made due."
     ]
     assert Job.objects.get(pk=waiting.pk).run_after <= timezone.now()
     assert [j.pk for j in Job.objects.claim("w1", limit=10)] == [due.pk, waiting.pk]
+
+
+def test_each_action_says_what_it_did_in_a_sentence_with_the_right_plural(operator):
+    later = timezone.now() + timedelta(days=1)
+
+    def said(action: str, jobs: list[Job]) -> list[str]:
+        return messages_of(act(operator, action, jobs))
+
+    assert said("run_now", [job(run_after=later), job(run_after=later)]) == ["Made 2 jobs due now."]
+    assert said("run_now", [job(run_after=later)]) == ["Made 1 job due now."]
+    assert said("cancel", [job(), job()]) == ["Cancelled 2 jobs."]
+    assert said("requeue", [job(status="FAILED")]) == ["Requeued 1 job."]
+    waiting = job(run_after=later)
+    page = operator.post(f"{CHANGELIST}{waiting.pk}/actions/run_now/", follow=True)
+    assert messages_of(page) == ["Made 1 job due now."]
 
 
 def test_an_action_that_changes_nothing_is_a_warning(operator):

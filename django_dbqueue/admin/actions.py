@@ -21,6 +21,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from ..models import Job, Status
@@ -46,6 +47,8 @@ class Change:
     # do nothing.
     button: str
     applies: Callable[[Job, datetime], bool]
+    # What the message says it did, singular and plural, with %(count)d.
+    did: tuple[str, str]
     unchanged_ready: str = "ready"  # how to name a READY job it left alone
 
 
@@ -56,6 +59,7 @@ CHANGES = {
         "only failed, cancelled or successful jobs can be requeued",
         "Requeue",
         lambda job, now: job.status in FINISHED,
+        ("Requeued %(count)d job.", "Requeued %(count)d jobs."),
     ),
     "cancel": Change(
         "cancel",
@@ -63,6 +67,7 @@ CHANGES = {
         "only ready jobs can be cancelled; a running job is left to finish",
         "Cancel",
         lambda job, now: job.status == READY,
+        ("Cancelled %(count)d job.", "Cancelled %(count)d jobs."),
     ),
     "run_now": Change(
         "run_now",
@@ -70,13 +75,14 @@ CHANGES = {
         "only ready jobs waiting for a later time can be made due",
         "Run now",
         lambda job, now: job.status == READY and job.run_after > now,
+        ("Made %(count)d job due now.", "Made %(count)d jobs due now."),
         unchanged_ready="ready and already due",
     ),
 }
 
 
 def jobs(n: int) -> str:
-    return f"{n} job" if n == 1 else f"{n} jobs"
+    return ngettext("%(count)d job", "%(count)d jobs", n) % {"count": n}
 
 
 # A mixin for JobAdmin: the type checker sees it as a ModelAdmin.
@@ -166,7 +172,7 @@ class JobActions(_ModelAdmin):
     def report(
         self, request: HttpRequest, change: Change, changed: int, before: Counter, unchanged: Counter
     ) -> None:
-        text = f"{change.verb} {jobs(changed)}."
+        text = ngettext(*change.did, changed) % {"count": changed}
         skipped = sum(unchanged.values())
         if skipped:
             detail = ", ".join(
