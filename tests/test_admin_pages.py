@@ -148,6 +148,71 @@ def error(path: str, traceback: str, at, worker: str) -> dict:
     return {"exception_class_path": path, "traceback": traceback, "at": at.isoformat(), "worker": worker}
 
 
+def test_the_timeline_keeps_each_attempt_in_order_when_the_clocks_disagree(admin_client):
+    # The worker stamps an error by its estimate of the database's clock; the
+    # database stamps the starts and the end. A few milliseconds apart, the
+    # last failure must still come before the end, and a failure before the
+    # next attempt's start.
+    now = timezone.now()
+    ms = timedelta(milliseconds=5)
+    failed = job(
+        status="FAILED",
+        attempts=2,
+        enqueued_at=now - timedelta(minutes=5),
+        started_at=now - timedelta(minutes=4),
+        last_attempted_at=now - timedelta(minutes=3) - ms,
+        finished_at=now - ms,
+        worker_ids=["web-1:42:0", "web-1:42:0"],
+        errors=[
+            error("builtins.ValueError", "Traceback: first", now - timedelta(minutes=3), "web-1:42:0"),
+            error("builtins.KeyError", "Traceback: second", now, "web-1:42:0"),
+        ],
+    )
+    expected = [
+        "Enqueued",
+        "Started (first attempt)",
+        "Attempt 1 failed with ValueError",
+        "Attempt 2 started",
+        "Attempt 2 failed with KeyError",
+        "Finished: FAILED",
+    ]
+
+    assert [event.what for event in timeline(failed)] == expected
+    html = admin_client.get(f"{CHANGELIST}{failed.pk}/change/").content.decode()
+    shown = html.split('class="dbqueue-timeline"')[1].split("</ol>")[0]
+    assert re.findall(r"</time> ([^<]+)</li>", shown) == expected
+
+    retrying = job(
+        attempts=1,
+        enqueued_at=now - timedelta(minutes=2),
+        started_at=now - timedelta(minutes=1),
+        run_after=now - timedelta(minutes=1),
+        errors=[error("builtins.ValueError", "Traceback", now - timedelta(seconds=50), "w")],
+    )
+    Job.objects.filter(pk=retrying.pk).update(run_after=now - timedelta(minutes=1, seconds=1))
+    retrying.refresh_from_db()
+    assert [event.what for event in timeline(retrying)] == [
+        "Enqueued",
+        "Started (first attempt)",
+        "Attempt 1 failed with ValueError",
+        "Due",
+    ]
+
+
+def test_the_job_page_names_each_worker_once_with_its_attempts(admin_client):
+    ran = job(
+        status="FAILED",
+        attempts=4,
+        worker_ids=["web-1:42:0", "web-2:7:1", "web-1:42:0", "web-1:42:0"],
+        history=[{"status": "FAILED", "attempts": 1}, {"status": "FAILED", "attempts": 3}],
+    )
+
+    text = visible_text(admin_client.get(f"{CHANGELIST}{ran.pk}/change/").content.decode())
+
+    assert "Workers: web-1:42:0 (3 attempts), web-2:7:1 Call" in text
+    assert "FAILED after 1 attempt, started" in text and "FAILED after 3 attempts, started" in text
+
+
 def test_everything_a_job_carries_is_escaped(admin_client):
     hostile = job(
         task_path=HOSTILE,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from datetime import timezone as dt_timezone
@@ -15,6 +16,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timezone import localtime
+from django.utils.translation import ngettext
 
 UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
 
@@ -91,6 +93,19 @@ def name_list(value: Any) -> SafeString:
     return pretty_json(value)
 
 
+def worker_counts(value: Any) -> SafeString:
+    """The workers that ran a job, each once, with how many of its attempts
+    each ran when more than one: "web-1:42:0 (3 attempts), web-2:7:1"."""
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        return name_list(value)
+    counts = Counter(value)
+    return format_html_join(
+        ", ",
+        "{}{}",
+        ((breakable(name), "" if n == 1 else f" ({n} attempts)") for name, n in counts.items()),
+    ) or format_html("{}", "-")
+
+
 def first_kept_error(job: Job) -> int:
     """The attempt number of the first error a job still keeps: only the
     latest attempts' errors are kept (payload.MAX_ERRORS)."""
@@ -118,8 +133,10 @@ def _run_summary(run: Any) -> str:
     started, finished, requeued = (timestamp(t) if t else "-" for t in times)
     error = run.get("last_error") if isinstance(run.get("last_error"), dict) else {}
     last = f"; last error {error.get('exception_class_path')}" if error else ""
+    attempts = run.get("attempts", "?")
+    after = ngettext("after %s attempt", "after %s attempts", attempts if isinstance(attempts, int) else 2)
     return (
-        f"{run.get('status', '?')} after {run.get('attempts', '?')} attempts, "
+        f"{run.get('status', '?')} {after % attempts}, "
         f"started {started}, finished {finished}{last}; requeued {requeued}"
     )
 
@@ -158,6 +175,13 @@ def _error_parts(number: int, error: Any) -> tuple[str, str, str, str]:
 class Event:
     at: datetime
     what: str
+    # Its place in the job's life: (attempt, step). Times alone cannot order
+    # the events, since the worker stamps an error by its own estimate of the
+    # database's clock and the database stamps the rest.
+    order: tuple[float, int] = (0, 0)
+
+
+START, DUE, FAILED = 0, -1, 1
 
 
 def timeline(job: Job) -> list[Event]:
@@ -168,20 +192,20 @@ def timeline(job: Job) -> list[Event]:
     timeline shows exactly those."""
     events = [Event(job.enqueued_at, "Enqueued")]
     if job.started_at:
-        events.append(Event(job.started_at, "Started (first attempt)"))
+        events.append(Event(job.started_at, "Started (first attempt)", (1, START)))
     errors = job.errors if isinstance(job.errors, list) else []
     for number, error in enumerate(errors, start=first_kept_error(job)):
         at = _parse_time(error.get("at")) if isinstance(error, dict) else None
         if at:
             name = str(error.get("exception_class_path", "an error")).rsplit(".", 1)[-1]
-            events.append(Event(at, f"Attempt {number} failed with {name}"))
+            events.append(Event(at, f"Attempt {number} failed with {name}", (number, FAILED)))
     if job.last_attempted_at and job.last_attempted_at != job.started_at:
-        events.append(Event(job.last_attempted_at, f"Attempt {job.attempts} started"))
+        events.append(Event(job.last_attempted_at, f"Attempt {job.attempts} started", (job.attempts, START)))
     if job.status == "READY" and job.run_after and job.run_after > job.enqueued_at:
-        events.append(Event(job.run_after, "Due"))
+        events.append(Event(job.run_after, "Due", (job.attempts + 1, DUE)))
     if job.finished_at:
-        events.append(Event(job.finished_at, f"Finished: {job.status}"))
-    return sorted(events, key=lambda event: event.at)
+        events.append(Event(job.finished_at, f"Finished: {job.status}", (float("inf"), 0)))
+    return sorted(events, key=lambda event: (event.order, event.at))
 
 
 def timeline_html(job: Job) -> SafeString:

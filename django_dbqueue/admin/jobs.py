@@ -149,7 +149,7 @@ class JobAdmin(JobActions, admin.ModelAdmin):
 
     @admin.display(description="workers")
     def workers(self, job: Job) -> SafeString:
-        return show.name_list(job.worker_ids)
+        return show.worker_counts(job.worker_ids)
 
     @admin.display(description="age", ordering="id")
     def age(self, job: Job) -> str:
