@@ -68,3 +68,15 @@ def test_run_now_needs_its_permission_and_a_post(client, scheduled):
     assert client.get(PAGE + "run/default/nightly/").status_code == 405
     assert client.post(PAGE + "run/default/nope/").status_code == 404
     assert Job.objects.count() == 0
+
+
+def test_the_page_has_the_name_the_app_list_gives_it(client, scheduled):
+    client.force_login(staff("viewer", "view_job"))
+
+    index = client.get("/admin/").content.decode()
+    page = client.get(PAGE).content.decode()
+
+    assert f'<a href="{PAGE}">Scheduled runs</a>' in index
+    assert "<h1>Scheduled runs</h1>" in page
+    assert '<li aria-current="page">Scheduled runs</li>' in page
+    assert "Schedules<" not in page, "one name for one page"

@@ -18,6 +18,7 @@ from django.db.models import Max
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils.text import capfirst
 from django.views.decorators.http import require_POST
 
 from ..backend import DatabaseBackend
@@ -60,7 +61,8 @@ class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             raise PermissionDenied
         context = {
             **self.admin_site.each_context(request),
-            "title": "Schedules",
+            # The page's name is its name in the admin's app list.
+            "title": capfirst(self.opts.verbose_name_plural),
             "opts": self.opts,
             "rows": schedule_rows(),
             "may_run": request.user.has_perm(RUN_NOW),
