@@ -101,6 +101,24 @@ def test_queuestats_and_queuehealth_on_a_live_worker(busy):
     assert stopped.returncode == 1 and "0 live workers on" in stopped.stderr
 
 
+def test_a_new_worker_is_visible_with_its_start_time_as_soon_as_it_starts(runqueue):
+    """Under the default lease (60 s) the heartbeat beats every 15 s; a probe
+    must not call a worker that just started dead until then."""
+    before = read_database_now("default")
+    worker = runqueue("--processes", "2", DBQUEUE_LEASE="60")
+    wait_for(lambda: len(worker.children()) == 2)
+    # Well under the 15 s a first beat would take: the time to start a process on a busy machine.
+    wait_for(lambda: health("--min-workers", "2")[0] == 0, timeout=8)
+    rows = list(Worker.objects.all())
+    assert len(rows) == 2
+    assert all(timedelta(0) <= row.started_at - before < timedelta(seconds=8) for row in rows), [
+        (row.started_at, before) for row in rows
+    ]
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    assert not Worker.objects.exists(), "a stopped worker's row is gone"
+
+
 @pytest.mark.parametrize(
     ("command", "args", "message"),
     [

@@ -15,6 +15,11 @@ may have run out meanwhile, including live workers' that simply could not
 reach the database, so they get one lease to reconnect and extend first.
 That holds after this process lost its connection, and after the database
 server itself restarted (its uptime is read), whoever noticed.
+
+Between beats it keeps watching which workers are alive, and writes a new
+worker's row (or deletes a stopped one's) within a tick: a worker is visible
+to ``queuehealth``, ``queuestats``, the metrics and the admin, with its start
+time, from the moment it starts, not a quarter lease later at the next beat.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ class Heartbeat:
         self.queues = queues
         self.outage = Outage("The heartbeat", backend.config.RECONNECT_BACKOFF_MAX)
         self.sent: dict[int, tuple[str, float]] = {}  # slot: (name, when its last extension was sent)
+        self.registered: set[str] = set()  # the live workers whose Worker row this heartbeat wrote
+        self.failing = False  # the last beat or enrolment failed: wait out its delay before the next
         self.pruner = Pruner(backend)  # OPTIONS RETENTION, a little per beat
 
     def run(self, done: Callable[[], bool], wait: Callable[[float], object]) -> None:
@@ -67,43 +74,65 @@ class Heartbeat:
                 scheduler.stop()
 
     def _beat_until(self, done: Callable[[], bool], wait: Callable[[float], object]) -> None:
+        next_beat = 0.0  # time.monotonic() of the next full beat
         while not done():
-            delay = self.interval
+            now = time.monotonic()
             try:
-                self.beat()
+                if now >= next_beat:
+                    next_beat = now + self.interval
+                    self.beat()
+                else:
+                    self.enrol(self.state.live_names())
                 self.outage.restored()
+                self.failing = False
             except DB_ERRORS as exc:
+                delay = self.interval
                 if not is_outage(exc, self.database):
                     logger.exception("The heartbeat failed; it will try again.")
                 else:
                     delay = min(delay, self.outage.lost(exc))
                 drop_connection(self.database)
+                next_beat, self.failing = time.monotonic() + delay, True
             except Exception:
                 logger.exception("The heartbeat failed; it will try again.")
                 drop_connection(self.database)
-            wait(delay)
-        self._forget([name for name, _ in self.sent.values()])
+                next_beat, self.failing = time.monotonic() + self.interval, True
+            # A wait may end early when a worker starts or stops (see roster_changed).
+            wait(max(0.0, next_beat - time.monotonic()))
+        self._forget(list(self.registered))
         connections.close_all()
+
+    def roster_changed(self) -> bool:
+        """Whether a worker started or stopped since the last enrolment (not
+        while the heartbeat is failing: it waits out its delay first)."""
+        return not self.failing and set(self.state.live_names().values()) != self.registered
+
+    def enrol(self, live: dict[int, str]) -> None:
+        """Write the rows of workers that started since the last look, and
+        delete those of workers that stopped or died."""
+        names = set(live.values())
+        for name in sorted(names - self.registered):
+            self._register(name)
+            self.registered.add(name)
+        gone = self.registered - names
+        self._forget(sorted(gone))
+        self.registered -= gone
 
     def beat(self) -> None:
         from ..models import Job, Worker
 
         live = self.state.live_names()
-        # Workers that stopped or died since the last beat, or were replaced in their slot.
-        gone = [name for index, (name, _) in self.sent.items() if live.get(index) != name]
+        self.enrol(live)
         sent_at = elapsed()
         Job.objects.using(self.database).extend_leases(live.values(), self.lease)
         for index, name in live.items():
             slot, last = self.state.slot(index), self.sent.get(index)
             previous = last[1] if last and last[0] == name else None
             slot.vouched(sent_at, self.lease, previous)
-            if previous is None:
-                self._register(name)
             self.sent[index] = (name, sent_at)
             Worker.objects.using(self.database).filter(name=name).update(
                 last_seen_at=DbNow(), processed=slot.processed, failed=slot.failed
             )
-        self._forget(gone)
         for index in [i for i in self.sent if i not in live]:
             del self.sent[index]
         self.recover()
@@ -118,7 +147,14 @@ class Heartbeat:
         host, _, pid = name.partition(":")
         Worker.objects.using(self.database).get_or_create(
             name=name,
-            defaults={"host": host[:255], "pid": int(pid.partition(":")[0] or 0), "queues": self.queues},
+            defaults={
+                "host": host[:255],
+                "pid": int(pid.partition(":")[0] or 0),
+                "queues": self.queues,
+                # Both on the database's clock, as every later last_seen_at is.
+                "started_at": DbNow(),
+                "last_seen_at": DbNow(),
+            },
         )
 
     def _forget(self, names: list[str]) -> None:
@@ -206,12 +242,14 @@ def heartbeat_process_main(alias: str, state: SharedState, queues: list[str]) ->
     def done() -> bool:
         return bool(state.heartbeat_stop.value) or os.getppid() != parent
 
+    heartbeat = Heartbeat(cast("DatabaseBackend", task_backends[alias]), state, queues)
+
     def wait(seconds: float) -> None:
         deadline = time.monotonic() + seconds
-        while not done() and time.monotonic() < deadline:
+        while not done() and time.monotonic() < deadline and not heartbeat.roster_changed():
             time.sleep(0.05)
 
-    Heartbeat(cast("DatabaseBackend", task_backends[alias]), state, queues).run(done, wait)
+    heartbeat.run(done, wait)
 
 
 def owner_name() -> str:
