@@ -18,7 +18,7 @@ from .db import retry_on_conflict
 from .exceptions import JobCancelled, TaskResultNotLoadable
 from .inserting import insert_job
 from .keys import check_key_options, resolve_key
-from .options import QueueOptions
+from .options import OptionsError, QueueOptions, database_problem, entry_problems
 from .payload import encode_arguments
 from .tasks_api import (
     BaseTaskBackend,
@@ -120,20 +120,33 @@ class DatabaseBackend(BaseTaskBackend):
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
-        self.options_error: str | None = None
         self._clock: DatabaseClock | None = None
+        # Each reported by check() under its own id; enqueue and the
+        # commands refuse to run on a bad config (options_error says why).
+        self.entry_problems = entry_problems(alias, params)
+        self.options_problems: list[str] = []
         try:
             self.config = QueueOptions.parse(self.options)
-        except ImproperlyConfigured as exc:
-            # Reported by check(); enqueue refuses to run on a bad config.
-            self.options_error = str(exc)
+        except OptionsError as exc:
+            self.options_problems = exc.problems
             self.config = QueueOptions()
+        missing = database_problem(alias, self._raw_database())
+        problems = [*self.entry_problems, *self.options_problems, *([missing] if missing else [])]
+        self.options_error: str | None = " ".join(problems) or None
 
     @property
     def database(self) -> str:
         return self.config.DATABASE
 
+    def _raw_database(self) -> Any:
+        # As written: a bad OPTIONS leaves self.config at its defaults.
+        return self.options.get("DATABASE", "default") if isinstance(self.options, dict) else None
+
     def validate_task(self, task: Task) -> None:
+        if self.options_error:
+            # A broken TASKS entry (a QUEUES spelt QUEUE) would fail every
+            # @task at import, and hide check()'s message; enqueue refuses.
+            return
         # Checked first so that a wrong type gets a message, not a TypeError.
         validate_fields(task, self.queues)
         check_key_options(task)
@@ -314,14 +327,20 @@ class DatabaseBackend(BaseTaskBackend):
                     id="django_dbqueue.E004",
                 )
             )
-        if self.options_error:
-            messages.append(
-                checks.Error(
-                    self.options_error,
-                    hint=f"Fix TASKS[{self.alias!r}]['OPTIONS'].",
-                    id="django_dbqueue.E003",
-                )
-            )
+        entry = f"TASKS[{self.alias!r}]"
+        messages += [
+            checks.Error(problem, hint=f"Fix {entry}.", id="django_dbqueue.E006")
+            for problem in self.entry_problems
+        ]
+        messages += [
+            checks.Error(problem, hint=f"Fix {entry}['OPTIONS'].", id="django_dbqueue.E003")
+            for problem in self.options_problems
+        ]
+        # Read now, not at __init__: DATABASES is what the checks run against.
+        missing = database_problem(self.alias, self._raw_database())
+        if missing:
+            hint = f"Add it to DATABASES, or set {entry}['OPTIONS']['DATABASE'] to one that is."
+            messages.append(checks.Error(missing, hint=hint, id="django_dbqueue.E007"))
         messages.extend(self._check_schedules())
         return messages
 
@@ -329,19 +348,26 @@ class DatabaseBackend(BaseTaskBackend):
         """A schedule whose task does not load, or whose arguments do not fit it."""
         messages: list[checks.CheckMessage] = []
         for schedule in self.config.SCHEDULES:
-            try:
-                task = load_task(schedule.task, self.config.ALLOWED_TASK_MODULES)
-                self.validate_task(task)
-                check_arguments(task, schedule.args, schedule.kwargs)
-            except (LookupError, InvalidTask) as exc:
+            problem = self.schedule_problem(schedule)
+            if problem is not None:
                 messages.append(
                     checks.Error(
-                        f"The schedule {schedule.name!r} cannot enqueue its task: {exc}",
+                        f"The schedule {schedule.name!r} cannot enqueue its task: {problem}",
                         hint=f"Fix TASKS[{self.alias!r}]['OPTIONS']['SCHEDULES'][{schedule.name!r}].",
                         id="django_dbqueue.E005",
                     )
                 )
         return messages
+
+    def schedule_problem(self, schedule: Any) -> str | None:
+        """Why ``schedule``'s task cannot be enqueued as configured, or None."""
+        try:
+            task = load_task(schedule.task, self.config.ALLOWED_TASK_MODULES)
+            self.validate_task(task)
+            check_arguments(task, schedule.args, schedule.kwargs)
+        except (LookupError, InvalidTask) as exc:
+            return str(exc)
+        return None
 
 
 def call_keys(task: Task, args: Any, kwargs: Any) -> dict[str, Any]:

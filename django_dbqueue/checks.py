@@ -4,15 +4,49 @@
 from typing import Any
 
 from django.core import checks
-from django.db import connections
+from django.db import DEFAULT_DB_ALIAS, connections
+
+# Imported for its side effect too: Django registers the task backends' own
+# checks (ours: E003 to E007) when the tasks API is first imported, so
+# `manage.py check` runs them even in a project that imports its tasks late.
+from . import tasks_api
 
 
 def _queue_databases(databases: Any) -> list[str]:
     from .backend import DatabaseBackend
-    from .tasks_api import task_backends
 
-    used = {b.database for b in task_backends.all() if isinstance(b, DatabaseBackend)}
-    return sorted(used & set(databases or ()))
+    used = {b.database for b in tasks_api.task_backends.all() if isinstance(b, DatabaseBackend)}
+    # An alias missing from DATABASES is the backend's own check's (E007).
+    return sorted(used & set(databases or ()) & set(connections))
+
+
+@checks.register(checks.Tags.database)
+def check_migrations(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """W006: django_dbqueue's migrations are not all applied on a queue database."""
+    from django.db.migrations.loader import MigrationLoader
+
+    warnings: list[checks.CheckMessage] = []
+    for alias in _queue_databases(databases):
+        loader = MigrationLoader(connections[alias], ignore_no_migrations=True)
+        ours = sorted(key for key in loader.graph.nodes if key[0] == "django_dbqueue")
+        missing = [name for app, name in ours if (app, name) not in loader.applied_migrations]
+        if missing:
+            warnings.append(unapplied_warning(alias, missing))
+    return warnings
+
+
+def unapplied_warning(alias: str, missing: list[str]) -> checks.Warning:
+    count = f"{len(missing)} unapplied migration{'s' if len(missing) > 1 else ''}"
+    names = missing[0] if len(missing) == 1 else f"{missing[0]} to {missing[-1]}"
+    command = "manage.py migrate" + ("" if alias == DEFAULT_DB_ALIAS else f" --database {alias}")
+    return checks.Warning(
+        f"django_dbqueue has {count} ({names}) on the database {alias!r}, so its tables are "
+        "missing or out of date there: enqueue() and runqueue fail until they are applied.",
+        hint=f"Run {command}.",
+        id="django_dbqueue.W006",
+    )
 
 
 @checks.register(checks.Tags.database)
@@ -75,8 +109,9 @@ def check_sql_contract(
     app_configs: Any = None, databases: Any = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
     """W005: the dbqueue_enqueue() procedure carries the QUEUES, MAX_ATTEMPTS
-    and MAX_ARGUMENTS_BYTES of its installation; after they change it
-    refuses or admits the wrong calls."""
+    and MAX_ARGUMENTS_BYTES of its installation; after they change it admits
+    jobs that no worker runs, or applies other limits. Only where it is
+    installed (migration 0006 installs it where the user may)."""
     from . import sql_contract
 
     warnings: list[checks.CheckMessage] = []
@@ -84,32 +119,47 @@ def check_sql_contract(
         connection = connections[alias]
         if connection.vendor != "mysql":
             continue
-        installed = sql_contract.installed_queues(connection)
-        config = sql_contract.config_for(alias)
-        if installed is not None and set(installed) != set(config.queues):
-            message = (
-                f"The procedure {sql_contract.PROCEDURE}() on the database {alias!r} accepts the "
-                f"queues {', '.join(sorted(installed)) or 'of any name'}, but the task backends' QUEUES "
-                f"there are {', '.join(config.queues)}: SQL producers are refused a queue the workers "
-                "serve, or admitted to one they do not."
+        message = _procedure_mismatch(connection, sql_contract.config_for(alias))
+        if message is not None:
+            warnings.append(
+                checks.Warning(
+                    f"The procedure {sql_contract.PROCEDURE}() for SQL producers, installed on the "
+                    f"database {alias!r}, {message}",
+                    hint=f"If SQL producers call {sql_contract.PROCEDURE}(), run manage.py "
+                    f"install_sql_contract --database {alias} to update it; if none does, silence "
+                    "django_dbqueue.W005 in SILENCED_SYSTEM_CHECKS.",
+                    id="django_dbqueue.W005",
+                )
             )
-        elif (limits := sql_contract.installed_limits(connection)) is not None and limits != (
-            config.max_attempts,
-            config.max_argument_bytes,
-        ):
-            message = (
-                f"The procedure {sql_contract.PROCEDURE}() on the database {alias!r} defaults to "
-                f"MAX_ATTEMPTS {limits[0]} and refuses arguments over {limits[1]} bytes, but the "
-                f"task backends there have MAX_ATTEMPTS {config.max_attempts} and "
-                f"MAX_ARGUMENTS_BYTES {config.max_argument_bytes}."
-            )
-        else:
-            continue
-        warnings.append(
-            checks.Warning(
-                message,
-                hint=f"Run manage.py install_sql_contract --database {alias}.",
-                id="django_dbqueue.W005",
-            )
-        )
     return warnings
+
+
+def _procedure_mismatch(connection: Any, config: Any) -> str | None:
+    """How the installed procedure and the settings differ, to end a
+    sentence; None if they agree or it is not installed. A queue added to
+    QUEUES is not reported: the procedure refuses it loudly, and a site
+    without SQL producers would be warned at every start for nothing."""
+    from . import sql_contract
+
+    installed = sql_contract.installed_queues(connection)
+    if installed is not None and config.queues:
+        stray = sorted(set(installed) - set(config.queues))
+        if stray:
+            return (
+                f"accepts the queue{'s' if len(stray) > 1 else ''} {', '.join(stray)}, which no task "
+                f"backend there serves (their QUEUES are {', '.join(config.queues)}), so SQL producers "
+                "can enqueue jobs that no worker runs."
+            )
+        if not installed:
+            return (
+                f"accepts any queue name, but the task backends there serve only the queues "
+                f"{', '.join(config.queues)}, so SQL producers can enqueue jobs that no worker runs."
+            )
+    limits = sql_contract.installed_limits(connection)
+    if limits is not None and limits != (config.max_attempts, config.max_argument_bytes):
+        return (
+            f"defaults to MAX_ATTEMPTS {limits[0]} and refuses arguments over {limits[1]} bytes, but "
+            f"the task backends there have MAX_ATTEMPTS {config.max_attempts} and "
+            f"MAX_ARGUMENTS_BYTES {config.max_argument_bytes}."
+        )
+    return None

@@ -1,5 +1,9 @@
-"""The backend's ``OPTIONS``, parsed once into a typed, validated object."""
+"""The backend's ``TASKS`` entry and its ``OPTIONS``, parsed once into a
+typed, validated object. Every mistake is collected, not only the first, so
+that one ``manage.py check`` names them all."""
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any
@@ -8,6 +12,16 @@ from django.core.exceptions import ImproperlyConfigured
 
 # The most jobs one claim takes (OPTIONS BATCH_SIZE and runqueue --batch).
 MAX_BATCH_SIZE = 1000
+# The keys of a TASKS entry that Django reads; anything else there is ignored by it.
+ENTRY_KEYS = ("BACKEND", "QUEUES", "OPTIONS")
+
+
+class OptionsError(ImproperlyConfigured):
+    """Every problem found in one backend's configuration, each a sentence."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(" ".join(problems))
+        self.problems = problems
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,21 +56,29 @@ class QueueOptions:
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> "QueueOptions":
+        """The options of ``raw``, or :class:`OptionsError` naming every problem."""
+        if not isinstance(raw, dict):
+            raise OptionsError([f"OPTIONS must be a dict of django_dbqueue's options, not {raw!r}."])
         known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(raw) - set(known))
-        if unknown:
-            raise ImproperlyConfigured(
-                f"Unknown django_dbqueue OPTIONS {', '.join(unknown)}; "
-                f"the known ones are {', '.join(sorted(known))}."
-            )
-        values = {name: _parse_one(name, known[name].type, value) for name, value in raw.items()}
+        problems = [_unknown_option(name, known) for name in raw if name not in known]
+        values = {}
+        for name, value in raw.items():
+            if name in known:
+                try:
+                    values[name] = _parse_one(name, known[name].type, value)
+                except OptionsError as exc:
+                    problems.extend(exc.problems)
+                except ImproperlyConfigured as exc:
+                    problems.append(str(exc))
+        if problems:
+            raise OptionsError(problems)
         options = cls(**values)
         if options.BATCH_SIZE > MAX_BATCH_SIZE:
-            raise ImproperlyConfigured(
-                f"OPTIONS BATCH_SIZE must be at most {MAX_BATCH_SIZE}, not {options.BATCH_SIZE}."
-            )
+            problems.append(f"OPTIONS BATCH_SIZE must be at most {MAX_BATCH_SIZE}, not {options.BATCH_SIZE}.")
         if options.POLL_INTERVAL_MIN > options.POLL_INTERVAL_MAX:
-            raise ImproperlyConfigured("OPTIONS POLL_INTERVAL_MIN must not exceed POLL_INTERVAL_MAX.")
+            problems.append("OPTIONS POLL_INTERVAL_MIN must not exceed POLL_INTERVAL_MAX.")
+        if problems:
+            raise OptionsError(problems)
         return options
 
     @property
@@ -103,15 +125,74 @@ def _parse_retention(value: Any) -> MappingProxyType:
             f"OPTIONS RETENTION must be a dict of days per outcome, such as "
             f'{{"SUCCESSFUL": 7, "FAILED": 30}}, not {value!r}.'
         )
+    problems = []
     days = {}
     for outcome, keep in value.items():
         if outcome not in OUTCOMES:
-            raise ImproperlyConfigured(
-                f"OPTIONS RETENTION names {outcome!r}; the outcomes are {', '.join(OUTCOMES)}."
-            )
-        if isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep < float("inf"):
-            raise ImproperlyConfigured(
+            problems.append(f"OPTIONS RETENTION names {outcome!r}; the outcomes are {', '.join(OUTCOMES)}.")
+        elif isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep < float("inf"):
+            problems.append(
                 f"OPTIONS RETENTION[{outcome!r}] must be a number of days above zero, not {keep!r}."
             )
-        days[outcome] = float(keep)
+        else:
+            days[outcome] = float(keep)
+    if problems:
+        raise OptionsError(problems)
     return MappingProxyType(days)
+
+
+def _close(key: Any, candidates: Iterable[str]) -> str | None:
+    """The candidate ``key`` was most likely meant as, if one is close."""
+    if not isinstance(key, str):
+        return None
+    found = difflib.get_close_matches(key.upper(), list(candidates), n=1, cutoff=0.7)
+    return found[0] if found else None
+
+
+def _unknown_option(name: Any, known: Iterable[str]) -> str:
+    if name in ENTRY_KEYS:
+        return (
+            f"Unknown django_dbqueue OPTIONS {name}: {name} belongs beside BACKEND, not under "
+            "OPTIONS; move it out of OPTIONS."
+        )
+    meant = _close(name, known)
+    if meant is not None:
+        return f"Unknown django_dbqueue OPTIONS {name}; did you mean {meant}?"
+    return f"Unknown django_dbqueue OPTIONS {name}; the known ones are {', '.join(sorted(known))}."
+
+
+def entry_problems(alias: str, params: dict[str, Any]) -> list[str]:
+    """A sentence for each key of the TASKS entry Django does not read: an
+    option put beside BACKEND instead of under OPTIONS, a misspelt key."""
+    options = [f.name for f in fields(QueueOptions)]
+    problems = []
+    for key in params:
+        if key in ENTRY_KEYS:
+            continue
+        where = f"TASKS[{alias!r}] has the key {key!r}"
+        if key in options:
+            problems.append(f"{where}, which is one of django_dbqueue's OPTIONS: put it under 'OPTIONS'.")
+        elif (meant := _close(key, ENTRY_KEYS)) is not None:
+            problems.append(f"{where}, which Django does not read; did you mean {meant!r}?")
+        elif (meant := _close(key, options)) is not None:
+            problems.append(
+                f"{where}, which Django does not read; did you mean the option {meant!r}, under 'OPTIONS'?"
+            )
+        else:
+            problems.append(
+                f"{where}, which Django does not read; the keys of a TASKS entry are BACKEND, QUEUES "
+                "and OPTIONS."
+            )
+    return problems
+
+
+def database_problem(alias: str, database: Any) -> str | None:
+    """The sentence for an OPTIONS DATABASE that names no alias in DATABASES, or None."""
+    from django.conf import settings
+
+    if not isinstance(database, str) or database in settings.DATABASES:
+        return None
+    return (
+        f"The task backend {alias!r} keeps its jobs in the database {database!r} (OPTIONS DATABASE), "
+        f"which is not in DATABASES; its aliases are {', '.join(settings.DATABASES)}."
+    )

@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
+from difflib import get_close_matches
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -90,37 +91,61 @@ def _between(times: CronSim, until: datetime, most: int) -> list[datetime]:
 
 
 def parse_schedules(raw: Any) -> tuple[Schedule, ...]:
-    """OPTIONS["SCHEDULES"]: ``{name: {"task": path, "cron": expression, ...}}``."""
-    from django.conf import settings
+    """OPTIONS["SCHEDULES"]: ``{name: {"task": path, "cron": expression, ...}}``.
+    Each bad schedule is reported (the first mistake of each), not only the first."""
+    from .options import OptionsError
 
     if not isinstance(raw, dict):
         raise ImproperlyConfigured(f"OPTIONS SCHEDULES must be a dict of schedules by name, not {raw!r}.")
-    schedules = []
+    schedules, problems = [], []
     for name, spec in raw.items():
-        where = f"OPTIONS SCHEDULES[{name!r}]"
-        if not isinstance(name, str) or not name or len(name) > NAME_MAX:
-            raise ImproperlyConfigured(
-                f"{where}: a schedule's name must be a string of 1 to {NAME_MAX} characters."
-            )
-        if not isinstance(spec, dict):
-            raise ImproperlyConfigured(f"{where} must be a dict with 'task' and 'cron', not {spec!r}.")
-        unknown = sorted(set(spec) - KEYS)
-        if unknown:
-            raise ImproperlyConfigured(
-                f"{where} has unknown keys {', '.join(unknown)}; the keys are {', '.join(sorted(KEYS))}."
-            )
-        schedule = Schedule(
-            name=name,
-            task=_text(where, "task", spec.get("task")),
-            cron=_text(where, "cron", spec.get("cron")),
-            timezone=_text(where, "timezone", spec.get("timezone", settings.TIME_ZONE or "UTC")),
-            args=spec.get("args", []),
-            kwargs=spec.get("kwargs", {}),
-            catch_up=spec.get("catch_up", "latest"),
-        )
-        _check(where, schedule)
-        schedules.append(schedule)
+        try:
+            schedules.append(_parse_one(name, spec))
+        except ImproperlyConfigured as exc:
+            problems.append(str(exc))
+    if problems:
+        raise OptionsError(problems)
     return tuple(schedules)
+
+
+def _parse_one(name: Any, spec: Any) -> Schedule:
+    from django.conf import settings
+
+    where = f"OPTIONS SCHEDULES[{name!r}]"
+    if not isinstance(name, str) or not name or len(name) > NAME_MAX:
+        raise ImproperlyConfigured(
+            f"{where}: a schedule's name must be a string of 1 to {NAME_MAX} characters."
+        )
+    if "/" in name or name in (".", ".."):
+        # The admin's "Run now" is a URL with the name as one path segment.
+        raise ImproperlyConfigured(
+            f"{where}: a schedule's name may not contain '/' nor be '.' or '..', because the admin "
+            "addresses each schedule by its name in a URL; rename it, for example with '-' for '/'."
+        )
+    if not isinstance(spec, dict):
+        raise ImproperlyConfigured(f"{where} must be a dict with 'task' and 'cron', not {spec!r}.")
+    unknown = sorted(map(str, set(spec) - KEYS))
+    if unknown:
+        named = [
+            f"{key} (did you mean {meant[0]}?)"
+            if (meant := get_close_matches(key.lower(), KEYS, 1, 0.7))
+            else key
+            for key in unknown
+        ]
+        raise ImproperlyConfigured(
+            f"{where} has unknown keys {', '.join(named)}; the keys are {', '.join(sorted(KEYS))}."
+        )
+    schedule = Schedule(
+        name=name,
+        task=_text(where, "task", spec.get("task")),
+        cron=_text(where, "cron", spec.get("cron")),
+        timezone=_text(where, "timezone", spec.get("timezone", settings.TIME_ZONE or "UTC")),
+        args=spec.get("args", []),
+        kwargs=spec.get("kwargs", {}),
+        catch_up=spec.get("catch_up", "latest"),
+    )
+    _check(where, schedule)
+    return schedule
 
 
 def _text(where: str, key: str, value: Any) -> str:

@@ -185,8 +185,10 @@ def test_backend_features():
 @override_settings(TASKS=tasks_setting(LEASE_SECONDS=-1, BOGUS=1))
 def test_bad_options_are_a_check_error_and_block_enqueue():
     messages = task_backends["default"].check()
-    assert [m.id for m in messages] == ["django_dbqueue.E003"]
+    # Every problem at once, each its own message.
+    assert [m.id for m in messages] == ["django_dbqueue.E003", "django_dbqueue.E003"]
     assert messages[0].msg.startswith("Unknown django_dbqueue OPTIONS BOGUS; the known ones are")
+    assert messages[1].msg == "OPTIONS LEASE_SECONDS must be a positive number, not -1."
     with pytest.raises(ImproperlyConfigured, match="Unknown django_dbqueue OPTIONS BOGUS"):
         tasks.add.enqueue(1, 2)
 

@@ -1,12 +1,15 @@
 """System checks, each tested for its exact message, and runqueue's options."""
 
+import io
+
 import pytest
 from django.core import checks
 from django.core.management import CommandError, call_command
 from django.core.management.base import SystemCheckError
 from django.db import connection
+from django.test import override_settings
 
-from django_dbqueue.checks import binlog_warning, check_binlog_format, check_skip_locked
+from django_dbqueue.checks import binlog_warning, check_binlog_format, check_skip_locked, check_sql_contract
 
 pytestmark = pytest.mark.django_db
 
@@ -141,3 +144,68 @@ def test_the_commands_refuse_a_misconfigured_backend_even_when_checks_are_skippe
     settings.TASKS = {"default": {**settings.TASKS["default"], "OPTIONS": {"LEASE_SECONDS": -1}}}
     with pytest.raises(CommandError, match="misconfigured: OPTIONS LEASE_SECONDS must be a positive number"):
         call_command(command, skip_checks=True)
+
+
+# -- W005: the SQL producers' procedure and the settings ----------------------
+
+
+def backend_with(queues: list[str]) -> dict:
+    return {"default": {"BACKEND": "django_dbqueue.backend.DatabaseBackend", "QUEUES": queues}}
+
+
+@pytest.fixture
+def procedure_for():
+    """Install dbqueue_enqueue() as it would have been for other QUEUES; put
+    back the test settings' one after the test."""
+    if connection.vendor != "mysql":
+        pytest.skip("dbqueue_enqueue() is a MySQL/MariaDB procedure")
+
+    def install(queues: list[str]) -> None:
+        with override_settings(TASKS=backend_with(queues)):
+            call_command("install_sql_contract", stdout=io.StringIO())
+
+    yield install
+    call_command("install_sql_contract", stdout=io.StringIO())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_queue_added_since_the_procedure_was_installed_is_no_warning(procedure_for):
+    # The procedure refuses the new queue with an error of its own; a site
+    # without SQL producers is not warned at every runqueue start.
+    procedure_for(["default", "email"])
+    assert check_sql_contract(databases=["default"]) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_backends_that_accept_any_queue_name_get_no_warning(procedure_for):
+    procedure_for(["default", "email"])
+    with override_settings(TASKS=backend_with([])):
+        assert check_sql_contract(databases=["default"]) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_procedure_that_accepts_any_queue_name_is_a_warning(procedure_for):
+    procedure_for([])
+    (warning,) = check_sql_contract(databases=["default"])
+    assert warning.id == "django_dbqueue.W005"
+    assert warning.msg == (
+        "The procedure dbqueue_enqueue() for SQL producers, installed on the database 'default', accepts "
+        "any queue name, but the task backends there serve only the queues default, email, slow, so SQL "
+        "producers can enqueue jobs that no worker runs."
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_queue_removed_since_the_procedure_was_installed_is_a_warning(procedure_for):
+    procedure_for(["default", "email", "slow", "sms"])
+    (warning,) = check_sql_contract(databases=["default"])
+    assert warning.msg == (
+        "The procedure dbqueue_enqueue() for SQL producers, installed on the database 'default', accepts "
+        "the queue sms, which no task backend there serves (their QUEUES are default, email, slow), so "
+        "SQL producers can enqueue jobs that no worker runs."
+    )
+    assert warning.hint == (
+        "If SQL producers call dbqueue_enqueue(), run manage.py install_sql_contract --database default "
+        "to update it; if none does, silence django_dbqueue.W005 in SILENCED_SYSTEM_CHECKS."
+    )
+

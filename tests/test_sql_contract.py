@@ -251,11 +251,14 @@ def test_a_procedure_installed_for_other_queues_is_a_warning_until_reinstalled()
         call_command("install_sql_contract", stdout=io.StringIO())
     assert warning.id == "django_dbqueue.W005"
     assert warning.msg == (
-        "The procedure dbqueue_enqueue() on the database 'default' accepts the queues back\\slash, "
-        "default, o'neil, but the task backends' QUEUES there are default, email, slow: SQL producers "
-        "are refused a queue the workers serve, or admitted to one they do not."
+        "The procedure dbqueue_enqueue() for SQL producers, installed on the database 'default', accepts "
+        "the queues back\\slash, o'neil, which no task backend there serves (their QUEUES are default, "
+        "email, slow), so SQL producers can enqueue jobs that no worker runs."
     )
-    assert warning.hint == "Run manage.py install_sql_contract --database default."
+    assert warning.hint == (
+        "If SQL producers call dbqueue_enqueue(), run manage.py install_sql_contract --database default "
+        "to update it; if none does, silence django_dbqueue.W005 in SILENCED_SYSTEM_CHECKS."
+    )
     assert check_sql_contract(databases=["default"]) == []
 
 
@@ -270,8 +273,9 @@ def test_a_procedure_installed_with_other_limits_is_a_warning_until_reinstalled(
             (warning,) = check_sql_contract(databases=["default"])
             assert warning.id == "django_dbqueue.W005"
             assert warning.msg == (
-                "The procedure dbqueue_enqueue() on the database 'default' defaults to MAX_ATTEMPTS 3 "
-                "and refuses arguments over 1000000 bytes, but the task backends there have "
+                "The procedure dbqueue_enqueue() for SQL producers, installed on the database 'default', "
+                "defaults to MAX_ATTEMPTS 3 and refuses arguments over 1000000 bytes, but the task "
+                "backends there have "
                 "MAX_ATTEMPTS 7 and MAX_ARGUMENTS_BYTES 5000."
             )
             call_command("install_sql_contract", stdout=io.StringIO())
