@@ -203,3 +203,62 @@ def test_last_runs_are_each_schedules_latest_scheduled_run():
         ScheduledRun.objects.create(schedule=name, scheduled_at=at(f"2026-01-01 10:0{minute}"))
     ScheduledRun.objects.create(schedule="a", scheduled_at=at("2026-01-01 10:09"), manual=True)
     assert last_runs("default", ["a", "b", "c"]) == {"a": at("2026-01-01 10:03"), "b": at("2026-01-01 10:02")}
+
+
+# -- the admin's "Run now" on a schedule the checks would refuse ----------------
+
+SCHEDULES_PAGE = "/admin/django_dbqueue/scheduledrun/"
+
+
+@pytest.fixture
+def runner(client):
+    from tests.admin_helpers import staff
+
+    client.force_login(staff("runner", "view_job", "run_schedule_now"))
+    return client
+
+
+def with_schedules(settings, schedules: dict) -> None:
+    # The web process may run without the checks (E003, E005) that refuse these.
+    default = settings.TASKS["default"]
+    settings.TASKS = {"default": {**default, "OPTIONS": {**default["OPTIONS"], "SCHEDULES": schedules}}}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("spec", "reason"),
+    [
+        (
+            {"task": "tests.allowed_tasks.double", "args": [2]},
+            "The task path 'tests.allowed_tasks.double' is outside every installed app and OPTIONS "
+            "ALLOWED_TASK_MODULES, so it is not imported or run.",
+        ),
+        (
+            {"task": "demo.tasks.add", "args": [1]},
+            "The arguments do not fit the task demo.tasks.add(a: int, b: int): missing a required "
+            "argument: 'b'.",
+        ),
+    ],
+)
+def test_run_now_of_a_schedule_that_cannot_enqueue_says_why(runner, settings, spec, reason):
+    with_schedules(settings, {"odd": {"cron": "0 4 * * *", **spec}})
+
+    page = runner.post(SCHEDULES_PAGE + "run/default/odd/", follow=True)
+
+    assert page.status_code == 200
+    assert [str(m) for m in page.context["messages"]] == [
+        f"Schedule 'odd' was not run: {reason} Fix it in TASKS['default']['OPTIONS']['SCHEDULES']; "
+        "manage.py check reports it too."
+    ]
+    assert Job.objects.count() == 0 and ScheduledRun.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_schedule_name_with_a_slash_does_not_break_the_schedules_page(runner, settings):
+    with_schedules(settings, {"reports/daily": {"task": "demo.tasks.noop", "cron": "0 4 * * *"}})
+
+    page = runner.get(SCHEDULES_PAGE)
+
+    assert page.status_code == 200
+    [error] = task_backends["default"].check()
+    assert error.id == "django_dbqueue.E003" and error.msg.startswith("OPTIONS SCHEDULES['reports/daily']: ")

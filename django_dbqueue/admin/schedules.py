@@ -13,11 +13,11 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import ImproperlyConfigured, PermissionDenied
 from django.db.models import Max
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path, reverse
+from django.urls import NoReverseMatch, URLPattern, path, reverse
 from django.utils.text import capfirst
 from django.views.decorators.http import require_POST
 
@@ -25,6 +25,7 @@ from ..backend import DatabaseBackend
 from ..clock import read_database_now
 from ..models import ScheduledRun
 from ..schedules import Schedule, enqueue_run
+from ..tasks_api import InvalidTask
 from .database import queue_backends, queue_database
 from .readonly import ReadOnlyAdminMixin
 
@@ -38,6 +39,7 @@ class Row:
     schedule: Schedule | None  # None: removed from settings
     last: ScheduledRun | None
     next_run: datetime | None
+    run_url: str | None = None  # "Run now"; None where the name makes no URL
 
 
 @admin.register(ScheduledRun)
@@ -59,30 +61,54 @@ class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     ) -> HttpResponse:
         if not self.has_view_permission(request):
             raise PermissionDenied
+        rows = schedule_rows()
+        may_run = request.user.has_perm(RUN_NOW)
+        if may_run:
+            for row in rows:
+                row.run_url = self.run_url(row)
         context = {
             **self.admin_site.each_context(request),
             # The page's name is its name in the admin's app list.
             "title": capfirst(self.opts.verbose_name_plural),
             "opts": self.opts,
-            "rows": schedule_rows(),
-            "may_run": request.user.has_perm(RUN_NOW),
+            "rows": rows,
+            "may_run": may_run,
         }
         return TemplateResponse(request, "admin/django_dbqueue/schedules.html", context)
+
+    def run_url(self, row: Row) -> str | None:
+        if row.schedule is None:
+            return None
+        try:
+            return reverse(
+                f"{self.admin_site.name}:django_dbqueue_scheduledrun_run", args=[row.backend, row.name]
+            )
+        except NoReverseMatch:  # a name or alias with '/': check E003 refuses such a name
+            return None
 
     def run_now_view(self, request: HttpRequest, alias: str, name: str) -> HttpResponse:
         if not request.user.has_perm(RUN_NOW):
             raise PermissionDenied
         backend, schedule = find(alias, name)
-        job = enqueue_run(backend, schedule, read_database_now(backend.database), manual=True)
+        back = HttpResponseRedirect(reverse(f"{self.admin_site.name}:django_dbqueue_scheduledrun_changelist"))
+        try:
+            job = enqueue_run(backend, schedule, read_database_now(backend.database), manual=True)
+        except (LookupError, InvalidTask, ImproperlyConfigured) as exc:
+            # The web process may run without the checks that report this (E005).
+            self.message_user(
+                request,
+                f"Schedule {name!r} was not run: {exc} Fix it in TASKS[{alias!r}]['OPTIONS']['SCHEDULES']; "
+                "manage.py check reports it too.",
+                messages.ERROR,
+            )
+            return back
         if job is None:  # its task's unique key is held by an unfinished job
             self.message_user(request, f"Schedule {name!r}: its task's unique key is held.", messages.WARNING)
-            return HttpResponseRedirect(
-                reverse(f"{self.admin_site.name}:django_dbqueue_scheduledrun_changelist")
-            )
+            return back
         run = ScheduledRun.objects.using(backend.database).get(job_id=job.pk)
         self.log_addition(request, run, f"Ran schedule {name!r} now as job {job.pk}.")
         self.message_user(request, f"Schedule {name!r} enqueued as job {job.pk}.", messages.SUCCESS)
-        return HttpResponseRedirect(reverse(f"{self.admin_site.name}:django_dbqueue_scheduledrun_changelist"))
+        return back
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.has_perm("django_dbqueue.view_job") or super().has_view_permission(request, obj)
