@@ -20,6 +20,7 @@ from .inserting import insert_job
 from .keys import check_key_options, resolve_key
 from .options import OptionsError, QueueOptions, database_problem, entry_problems
 from .payload import encode_arguments
+from .schema import schema_required
 from .tasks_api import (
     BaseTaskBackend,
     InvalidTask,
@@ -173,18 +174,21 @@ class DatabaseBackend(BaseTaskBackend):
 
     def insert(self, job: Any, task: Task) -> TaskResult:
         """Write one built job; with a unique key, the key's holder may come
-        back instead (and no ``task_enqueued`` is sent for it)."""
-        if job.unique_key is None:
-            retry_on_conflict(lambda: insert_job(job, self.database), self.database)
-        else:
-            from .unique import insert_or_holder
+        back instead (and no ``task_enqueued`` is sent for it). Before
+        ``migrate``: QueueNotMigrated, which says to run it."""
+        with schema_required(self.alias, self.database):
+            if job.unique_key is None:
+                retry_on_conflict(lambda: insert_job(job, self.database), self.database)
+                holder = job
+            else:
+                from .unique import insert_or_holder
 
-            on_duplicate = getattr(task, "on_duplicate", "return")
-            holder = retry_on_conflict(
-                lambda: insert_or_holder(job, self.database, on_duplicate), self.database
-            )
-            if holder is not job:
-                return self.to_result(holder, task if holder.task_path == task.module_path else None)
+                on_duplicate = getattr(task, "on_duplicate", "return")
+                holder = retry_on_conflict(
+                    lambda: insert_or_holder(job, self.database, on_duplicate), self.database
+                )
+        if holder is not job:
+            return self.to_result(holder, task if holder.task_path == task.module_path else None)
         result = self.to_result(job, task)
         task_enqueued.send(type(self), task_result=result)
         return result
@@ -201,7 +205,8 @@ class DatabaseBackend(BaseTaskBackend):
             # Each key may meet a holder (another producer's, or an earlier
             # call of this batch): one INSERT per job, each told apart.
             return [self.insert(job, task) for job in jobs]
-        insert_jobs(self, jobs, batch_size)
+        with schema_required(self.alias, self.database):
+            insert_jobs(self, jobs, batch_size)
         return results_for(self, task, jobs)
 
     def check_enqueue(self, task: Task) -> None:

@@ -1,9 +1,17 @@
+from django.core.exceptions import ImproperlyConfigured
+
 from .tasks_api import InvalidTask, TaskResultDoesNotExist
 
 
 class InvalidTaskArguments(InvalidTask, TypeError):
     """Arguments that cannot be stored as a job (not JSON, or too large), or
     that do not fit the task function's parameters."""
+
+
+class QueueNotMigrated(ImproperlyConfigured):
+    """The queue's tables are missing or out of date on its database:
+    ``manage.py migrate`` (with ``--database`` for a queue database of its
+    own) was not run."""
 
 
 class WorkerLost(Exception):

@@ -12,7 +12,9 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from django_dbqueue.backend import DatabaseBackend
+from django_dbqueue.db import DB_ERRORS, is_outage
 from django_dbqueue.pausing import UnknownQueue, check_queue
+from django_dbqueue.schema import not_migrated_message, unapplied_migrations
 from django_dbqueue.stats import Snapshot, snapshot
 from django_dbqueue.tasks_api import DEFAULT_TASK_BACKEND_ALIAS, InvalidTaskBackend, task_backends
 
@@ -38,6 +40,19 @@ def queue_backend(alias: str, command: str = "this command") -> DatabaseBackend:
         # Even under --skip-checks: the defaults in its place are not what was asked for.
         raise CommandError(f"The task backend {alias!r} is misconfigured: {backend.options_error}")
     return backend
+
+
+def require_schema(backend: DatabaseBackend) -> None:
+    """A CommandError, in one line that names ``migrate``, unless every
+    migration of django_dbqueue is applied to the backend's database."""
+    try:
+        unapplied = unapplied_migrations(backend.database)
+    except DB_ERRORS as exc:
+        if is_outage(exc, backend.database):
+            return  # cannot tell now; the workers wait for the database to come back
+        raise
+    if unapplied:
+        raise CommandError(not_migrated_message(backend.alias, backend.database, unapplied))
 
 
 def positive(text: str) -> float:

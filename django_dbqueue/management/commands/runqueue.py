@@ -9,7 +9,7 @@ from django_dbqueue.worker import Supervisor
 
 from ...options import MAX_BATCH_SIZE
 from ...tasks_api import DEFAULT_TASK_BACKEND_ALIAS
-from ._common import queue_backend
+from ._common import queue_backend, require_schema
 
 MAX_PROCESSES = 256
 
@@ -43,6 +43,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         backend = queue_backend(options["backend"], "runqueue")
+        # Even under --skip-checks: without its tables every worker would crash in a loop.
+        require_schema(backend)
         if not options.get("skip_checks"):
             # Django's own run of the checks leaves out the database's;
             # the queue's database is the one thing a worker cannot do without.

@@ -1,0 +1,80 @@
+"""Whether the queue's tables are there: django_dbqueue's migrations applied
+to the queue's database. A new user's most common first mistake is to skip
+``migrate``; ``runqueue`` and ``enqueue()`` then say so in one sentence
+instead of a raw "table doesn't exist" (or, for ``runqueue``, a crash loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+
+from .exceptions import QueueNotMigrated
+
+APP_LABEL = "django_dbqueue"
+# MySQL/MariaDB: no such table (1146), no such column (1054, a migration
+# added it). PostgreSQL: undefined_table, undefined_column.
+MYSQL_MISSING = {1146, 1054}
+POSTGRES_MISSING = {"42P01", "42703"}
+SQLITE_MISSING = ("no such table: django_dbqueue_", "no such column", "has no column named")
+
+
+def unapplied_migrations(database: str) -> list[str]:
+    """The names of django_dbqueue's migrations not applied to ``database``,
+    in the order ``migrate`` applies them (none if the project disabled them
+    through MIGRATION_MODULES)."""
+    from django.db.migrations.loader import MigrationLoader
+
+    loader = MigrationLoader(connections[database], ignore_no_migrations=True)
+    plan = [node for leaf in loader.graph.leaf_nodes(APP_LABEL) for node in loader.graph.forwards_plan(leaf)]
+    applied = loader.applied_migrations
+    return list(dict.fromkeys(name for app, name in plan if app == APP_LABEL and (app, name) not in applied))
+
+
+def migrate_command(database: str) -> str:
+    """The command that applies the queue's migrations to ``database``."""
+    if database == DEFAULT_DB_ALIAS:
+        return "python manage.py migrate"
+    return f"python manage.py migrate --database {database}"
+
+
+def not_migrated_message(alias: str, database: str, unapplied: list[str] | None = None) -> str:
+    """One line: what is missing and the command that adds it. ``unapplied``:
+    the migrations' names, if known."""
+    where = f"the database {database!r}"
+    if database != DEFAULT_DB_ALIAS:
+        where += f' (OPTIONS["DATABASE"] of the task backend {alias!r})'
+    if unapplied:
+        shown = ", ".join(unapplied[:3]) + (", ..." if len(unapplied) > 3 else "")
+        missing = f"{len(unapplied)} of django_dbqueue's migrations ({shown}) are not applied to {where}"
+    else:
+        missing = f"django_dbqueue's tables are missing or out of date on {where}"
+    return f"The queue is not set up: {missing}. Run '{migrate_command(database)}' first."
+
+
+def is_missing_schema(exc: BaseException) -> bool:
+    """Whether a database error says a table or column of the queue is not
+    there, as it is before ``migrate`` (or after an upgrade without it)."""
+    if not isinstance(exc, DatabaseError):
+        return False
+    cause = exc.__cause__
+    code = cause.args[0] if cause is not None and getattr(cause, "args", None) else None
+    if code in MYSQL_MISSING:
+        return True
+    if getattr(cause, "sqlstate", None) in POSTGRES_MISSING:
+        return True
+    return any(text in str(exc) for text in SQLITE_MISSING)
+
+
+@contextmanager
+def schema_required(alias: str, database: str) -> Iterator[None]:
+    """Turn a missing table or column of the queue, met inside, into
+    :class:`~django_dbqueue.exceptions.QueueNotMigrated` that says to migrate."""
+    try:
+        yield
+    except DatabaseError as exc:
+        if is_missing_schema(exc):
+            raise QueueNotMigrated(not_migrated_message(alias, database)) from exc
+        raise
