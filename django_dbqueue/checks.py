@@ -1,6 +1,7 @@
 """System checks that need the database: run by `migrate`, by `check
 --database`, and by `runqueue` at start."""
 
+import sys
 from typing import Any
 
 from django.core import checks
@@ -28,6 +29,8 @@ def check_migrations(
     from django.db.migrations.loader import MigrationLoader
 
     warnings: list[checks.CheckMessage] = []
+    if _inside_migrate():
+        return warnings
     for alias in _queue_databases(databases):
         loader = MigrationLoader(connections[alias], ignore_no_migrations=True)
         ours = sorted(key for key in loader.graph.nodes if key[0] == "django_dbqueue")
@@ -35,6 +38,21 @@ def check_migrations(
         if missing:
             warnings.append(unapplied_warning(alias, missing))
     return warnings
+
+
+def _inside_migrate() -> bool:
+    """Whether ``migrate`` runs these checks: it does before it applies the
+    migrations (and so does every test database's creation), and W006 would
+    tell it to do what it is about to do. The checks are given no context
+    that says so, hence the look up the call stack."""
+    from django.core.management.commands.migrate import Command as Migrate
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        if isinstance(frame.f_locals.get("self"), Migrate):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 def unapplied_warning(alias: str, missing: list[str]) -> checks.Warning:
