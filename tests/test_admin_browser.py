@@ -29,6 +29,8 @@ ARGS = [
     "--disable-sync",
 ]
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "test-output" / "screenshots"
+# The pictures the documentation shows: the tests that take them keep them current.
+DOCS_IMAGES = Path(__file__).resolve().parent.parent / "docs" / "images"
 IN_CI = os.environ.get("CI") == "true"
 
 pytestmark = [
@@ -312,3 +314,100 @@ def test_staff_who_may_only_view_jobs_see_the_dashboard_without_workers(browser,
     assert "Workers are shown to users who may view workers." in body
     shoot(page, "dashboard-view-only", full_page=False)
     assert page.goto(f"{live_server.url}/admin/django_dbqueue/worker/").status == 403
+
+
+@pytest.mark.parametrize("width", [420, 1366])
+def test_the_dashboard_fits_a_phone_and_a_laptop_screen(browser, live_server, width):
+    User.objects.create_superuser("admin", password="pw")
+    sample_jobs()
+    Job.objects.create(task_path="demo.tasks.add", queue_name="notifications-high-priority")
+    Worker.objects.create(
+        name="worker-host-0042.eu-west-1.compute.internal:123456:3",
+        host="worker-host-0042.eu-west-1.compute.internal",
+        pid=123456,
+        queues=["default", "email", "notifications-high-priority"],
+    )
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/django_dbqueue/job/dashboard/")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", "pw")
+    page.click("input[type=submit]")
+    page.wait_for_selector(".dbqueue-workers")
+
+    sizes = page.evaluate("() => ({page: document.documentElement.scrollWidth, viewport: window.innerWidth})")
+    assert sizes["page"] <= sizes["viewport"] == width, sizes
+    # Nothing is cut off instead: no box scrolls sideways (but the 1 px ones
+    # that hide text for screen readers), and every chart, count and button
+    # lies within the viewport.
+    scrolling = page.evaluate(
+        "() => [...document.querySelectorAll('#content *')].filter(e => e.clientWidth > 1"
+        " && e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible')"
+        ".map(e => e.tagName + '.' + e.className)"
+    )
+    assert scrolling == [], scrolling
+    outside = page.evaluate(
+        "() => [...document.querySelectorAll('#content svg, #content td, #content th, #content button')]"
+        ".filter(e => e.getBoundingClientRect().right > window.innerWidth + 0.5)"
+        ".map(e => e.tagName + ' ' + e.textContent.slice(0, 30))"
+    )
+    assert outside == [], outside
+    assert page.locator("svg.dbqueue-chart").count() == 5  # default, email, notifications, slow, all
+    shoot(page, f"dashboard-{width}-full")
+    # The documentation shows the whole page at 1366 px, a phone's screenful at 420.
+    page.screenshot(path=str(DOCS_IMAGES / f"dashboard-{width}.png"), full_page=width > 420)
+    context.close()
+
+
+def test_a_long_traceback_is_shown_whole_on_the_job_page(browser, live_server):
+    User.objects.create_superuser("admin", password="pw")
+    frames = "".join(
+        f'  File "/srv/app/.venv/lib/python3.13/site-packages/{"very/deep/package/" * 8}m{i}.py", '
+        f"line {i}, in f{i}\n    return f{i + 1}(x)\n"
+        for i in range(40)
+    )
+    last = f"ValueError: {'x' * 300} and then some words that go on {'and on ' * 30}"
+    failed = Job.objects.create(
+        task_path="demo.tasks.always_fails",
+        status="FAILED",
+        attempts=1,
+        errors=[
+            {
+                "exception_class_path": "builtins.ValueError",
+                "traceback": f"Traceback (most recent call last):\n{frames}{last}\n",
+                "at": "x",
+                "worker": "w",
+            }
+        ],
+    )
+    for width in (1366, 420):
+        context = browser.new_context(viewport={"width": width, "height": 900})
+        page = context.new_page()
+        page.goto(f"{live_server.url}/admin/login/?next=/admin/django_dbqueue/job/{failed.pk}/change/")
+        page.fill("#id_username", "admin")
+        page.fill("#id_password", "pw")
+        page.click("input[type=submit]")
+        page.wait_for_selector("pre.dbqueue-traceback")
+        # Lines wrap, and the box grows to the traceback's end (the error
+        # itself, its most useful line): nothing hides inside a scroll box,
+        # nor beyond an edge that clips it.
+        box = page.evaluate(
+            """() => {
+                const pre = document.querySelector('pre.dbqueue-traceback');
+                const right = pre.getBoundingClientRect().right;
+                let clip = window.innerWidth;
+                for (let e = pre.parentElement; e; e = e.parentElement) {
+                    if (getComputedStyle(e).overflowX !== 'visible') {
+                        clip = Math.min(clip, e.getBoundingClientRect().right);
+                    }
+                }
+                return {sideways: pre.scrollWidth - pre.clientWidth,
+                        hidden: pre.scrollHeight - pre.clientHeight,
+                        outside: Math.max(right - clip, 0),
+                        page: document.documentElement.scrollWidth - window.innerWidth};
+            }"""
+        )
+        shoot(page, f"job-long-traceback-{width}")
+        assert box == {"sideways": 0, "hidden": 0, "outside": 0, "page": 0}, box
+        assert page.locator("pre.dbqueue-traceback", has_text="and then some words").is_visible()
+        context.close()
