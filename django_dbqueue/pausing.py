@@ -5,7 +5,10 @@ deleting the row resumes the queue, with no worker restart.
 A worker reads the paused set at most once per ``POLL_INTERVAL_MAX``
 (:class:`PauseCache`), so a pause takes effect within one idle poll and
 costs a busy worker one tiny query every couple of seconds, not one per
-claim.
+claim. A claim that ends after the set it used went stale reads it again
+and gives back what it took from a queue paused meanwhile. So once a pause
+is ``POLL_INTERVAL_MAX`` old (:func:`settle_seconds`), no worker claims from
+that queue: ``pausequeue`` waits that long before it returns.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from .clock import read_database_now
 
 if TYPE_CHECKING:
     from .backend import DatabaseBackend
+
+
+SETTLE_MARGIN = 0.5  # seconds
 
 
 class UnknownQueue(ValueError):
@@ -35,6 +41,25 @@ def check_queue(backend: DatabaseBackend, name: str) -> str:
             f"its QUEUES are {', '.join(sorted(backend.queues))}."
         )
     return name
+
+
+def settle_seconds(backend: DatabaseBackend) -> float:
+    """How long after a pause every worker of ``backend``'s database has left
+    the queue out: the longest a worker keeps the paused set it read (the
+    largest POLL_INTERVAL_MAX of the backends on that database), and a
+    little for the clocks of the database and the hosts."""
+    from .backend import DatabaseBackend
+    from .tasks_api import InvalidTaskBackend, task_backends
+
+    ttl = backend.config.POLL_INTERVAL_MAX
+    for alias in task_backends.settings:
+        try:
+            other = task_backends[alias]
+        except InvalidTaskBackend:
+            continue  # reported by its own checks; it runs no worker
+        if isinstance(other, DatabaseBackend) and other.database == backend.database:
+            ttl = max(ttl, other.config.POLL_INTERVAL_MAX)
+    return ttl + SETTLE_MARGIN
 
 
 def pause(backend: DatabaseBackend, name: str, by: str = "") -> bool:
@@ -76,8 +101,16 @@ class PauseCache:
         self.read_at: float | None = None
 
     def unpaused(self, queues: list[str]) -> list[str]:
-        now = time.monotonic()
-        if self.read_at is None or now - self.read_at >= self.ttl:
-            self.paused = paused_queues(self.using)
-            self.read_at = now
+        if self.stale():
+            self.refresh()
         return [name for name in queues if name not in self.paused]
+
+    def stale(self) -> bool:
+        return self.read_at is None or time.monotonic() - self.read_at >= self.ttl
+
+    def refresh(self) -> set[str]:
+        # The time before the read: the set is known to hold from then on.
+        now = time.monotonic()
+        self.paused = paused_queues(self.using)
+        self.read_at = now
+        return self.paused

@@ -8,6 +8,7 @@ from django.contrib.admin.models import ADDITION, DELETION, LogEntry
 from django.core.management import CommandError, call_command
 
 from demo import tasks
+from django_dbqueue import bulk_enqueue
 from django_dbqueue.clock import read_database_now
 from django_dbqueue.models import Job, PausedQueue
 from tests.admin_helpers import DASHBOARD, job, staff
@@ -52,6 +53,34 @@ def test_a_paused_queue_is_not_claimed_its_running_job_finishes_and_resume_needs
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
     assert "restart" not in worker.output().replace("0 worker restarts", "")
+
+
+@once_on_mariadb("the other tests here pause and resume; every worker test reads the paused set")
+def test_pausequeue_returns_once_no_worker_claims_from_the_queue(runqueue):
+    """A busy worker (one job per claim) reads the paused set every 2 s; a job
+    enqueued the moment the command returns must still wait."""
+    worker = runqueue("--queue", "default", "--queue", "email", "--batch", "1")
+    backlog = bulk_enqueue(tasks.add, [((i, i), {}) for i in range(400)])
+    wait_for(lambda: done(backlog[0]))
+    call_command("pausequeue", "email")
+    waiting = tasks.send_welcome.enqueue(1)  # priority 10: first in claim order
+    assert not done(backlog[-1]), "the worker was still claiming when the command returned"
+    after = tasks.add.enqueue(2, 2)
+    wait_for(lambda: done(after), timeout=60)
+    assert status(waiting) == "READY", "claims made after the pause held left the paused queue alone"
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+
+
+def test_pausequeue_checks_every_queue_before_it_pauses_any():
+    with pytest.raises(CommandError) as raised:
+        call_command("pausequeue", "email", "nope", "sms")
+    assert str(raised.value) == (
+        "Unknown queue 'nope' for backend 'default'; its QUEUES are default, email, slow. "
+        "Unknown queue 'sms' for backend 'default'; its QUEUES are default, email, slow. "
+        "Nothing was paused or resumed."
+    )
+    assert not PausedQueue.objects.exists()
 
 
 def test_the_command_pauses_lists_resumes_and_refuses_unknown_queues(capsys):

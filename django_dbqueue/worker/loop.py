@@ -224,9 +224,26 @@ class Worker:
         batch = claim_from_queues(jobs, queues, self.name, self.batch, self.lease)
         batch += self.limited.claim(jobs, queues, self.name, self.batch - len(batch), self.lease)
         self.state.timings.claims.observe(self.slot.index, elapsed() - sent_at)
+        if batch and self.pauses.stale():
+            batch = self._drop_paused(batch)
         if batch:
             self.held_until = sent_at + self.lease
         return batch
+
+    def _drop_paused(self, batch: list[Job]) -> list[Job]:
+        """The claim outlasted the paused set it used: read the set again and
+        give back what it took from a queue paused meanwhile, so that a
+        pause holds once it is one read's lifetime old (pausing.py)."""
+        from ..models import Job
+
+        paused = self.pauses.refresh()
+        dropped = [job.pk for job in batch if job.queue_name in paused]
+        if dropped:
+            Job.objects.using(self.database).release(self.name, dropped)
+            logger.info(
+                "Worker %s gave back %d jobs of a queue paused during its claim.", self.name, len(dropped)
+            )
+        return [job for job in batch if job.queue_name not in paused]
 
     def _run_batch(self, jobs: list[Job]) -> None:
         with self.lock:
