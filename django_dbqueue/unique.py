@@ -7,7 +7,9 @@ failure, cancel, a dead worker's last attempt) clear the key in the same
 UPDATE: from then on the key is free for the next job. Whoever inserts
 second, whatever the number of producers and hosts, hits the index: InnoDB
 makes a second INSERT of an uncommitted key wait for the first transaction,
-then fail (it committed) or succeed (it rolled back).
+then fail (it committed) or succeed (it rolled back). The holder is looked
+up before the INSERT, so a refused duplicate takes no id; only a producer
+that races the holder's own uncommitted INSERT still spends one.
 """
 
 from __future__ import annotations
@@ -34,14 +36,19 @@ def insert_or_holder(job: Job, using: str, on_duplicate: str) -> Job:
     ="return"``), or raise :class:`JobAlreadyQueued` (``"raise"``)."""
     rows = type(job)._base_manager.using(using)
     for _ in range(ROUNDS):
-        try:
-            # A savepoint inside the caller's transaction: a duplicate key
-            # must not spoil the rest of it (PostgreSQL aborts the transaction).
-            with transaction.atomic(using=using):
-                insert_job(job, using)
-            return job
-        except IntegrityError:
-            holder = rows.filter(unique_key=job.unique_key).first()
+        # Look first: an INSERT refused by the index has taken an
+        # AUTO_INCREMENT id (a sequence value on PostgreSQL) all the same,
+        # and the index read costs less than the INSERT and its savepoint.
+        holder = rows.filter(unique_key=job.unique_key).first()
+        if holder is None:
+            try:
+                # A savepoint inside the caller's transaction: a duplicate key
+                # must not spoil the rest of it (PostgreSQL aborts the transaction).
+                with transaction.atomic(using=using):
+                    insert_job(job, using)
+                return job
+            except IntegrityError:  # a holder not committed when we looked
+                holder = rows.filter(unique_key=job.unique_key).first()
         if holder is None:
             continue  # finished meanwhile: the key is free again
         if on_duplicate == "raise":

@@ -85,6 +85,21 @@ def test_bulk_enqueue_with_keys_returns_the_holder_for_repeats():
 
 
 @pytest.mark.django_db
+def test_refused_duplicates_take_no_ids():
+    # A failed INSERT would take the next AUTO_INCREMENT id (or sequence
+    # value) and leave a gap per refused duplicate.
+    first = record_once.enqueue("a")
+    for _ in range(5):
+        assert record_once.enqueue("a").id == first.id
+    held = singleton.enqueue()
+    for _ in range(5):
+        with pytest.raises(JobAlreadyQueued):
+            singleton.enqueue()
+    later = add.enqueue(1, 1)
+    assert [int(held.id), int(later.id)] == [int(first.id) + 1, int(first.id) + 2]
+
+
+@pytest.mark.django_db
 def test_a_duplicate_inside_a_transaction_leaves_it_usable():
     with transaction.atomic():
         first = record_once.enqueue("t")

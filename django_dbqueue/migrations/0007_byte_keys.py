@@ -3,9 +3,15 @@ columns get a binary NO PAD collation; PostgreSQL and SQLite already compare
 bytes, so nothing runs there.
 
 Written by hand rather than as AlterField: Django would rebuild the job
-table once per column; here one ALTER TABLE changes both of its key columns,
-in place and without blocking producers or workers where the server can
-(see docs/databases.md for the time it takes on a big table).
+table once per column; here one ALTER TABLE changes both of its key columns.
+
+On MariaDB the ALTER says FORCE: without it MariaDB 10.11 changes the
+collation by rebuilding only the indexes of those columns (ALGORITHM=NOCOPY),
+and with producers and workers writing meanwhile that left the unique index
+corrupt in every trial ("tried to purge non-delete-marked record"). FORCE
+rebuilds the whole table online instead (ALGORITHM=INPLACE, LOCK=NONE):
+slower, but writes go on and the indexes come out whole. Figures for a
+million-row table: docs/databases.md.
 """
 
 from django.db import migrations
@@ -27,7 +33,8 @@ def alter_sql(schema_editor, table: str, columns: list[tuple[str, bool]], collat
         + (" NULL" if null else " NOT NULL")
         for column, null in columns
     )
-    return f"ALTER TABLE {quote(table)} {modify}"
+    force = ", FORCE" if schema_editor.connection.mysql_is_mariadb else ""
+    return f"ALTER TABLE {quote(table)} {modify}{force}"
 
 
 def alter(apps, schema_editor, forward: bool) -> None:
