@@ -13,7 +13,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from .clock import DatabaseClock
+from .clock import DatabaseClock, as_stored
 from .db import retry_on_conflict
 from .exceptions import JobCancelled, TaskResultNotLoadable
 from .inserting import insert_job
@@ -244,7 +244,8 @@ class DatabaseBackend(BaseTaskBackend):
             priority=task.priority,
             args=args,
             kwargs=kwargs,
-            run_after=task.run_after or now,
+            # An aware run_after with USE_TZ = False: the local time it names.
+            run_after=as_stored(task.run_after) if task.run_after else now,
             max_attempts=getattr(task, "max_attempts", None) or self.config.MAX_ATTEMPTS,
             enqueued_at=now,
             **call,

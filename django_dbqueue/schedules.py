@@ -23,6 +23,8 @@ from cronsim import CronSim, CronSimError
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 
+from .clock import as_aware, as_stored
+
 UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
 
 if TYPE_CHECKING:
@@ -192,8 +194,9 @@ def enqueue_run(
 
     task = load_task(schedule.task, backend.config.ALLOWED_TASK_MODULES)
     backend.check_enqueue(task)
-    job = backend.build_job(task, schedule.args, schedule.kwargs, datetime.now(UTC))
+    job = backend.build_job(task, schedule.args, schedule.kwargs, backend.now())
     check_arguments(task, job.args, job.kwargs)
+    at = as_stored(at)  # USE_TZ = False: local time in TIME_ZONE
     job.run_after = at
     db = backend.database
     try:
@@ -224,7 +227,7 @@ def last_runs(database: str, names: list[str]) -> dict[str, datetime]:
         rows = list(reads[0].union(*reads[1:], all=True))
     else:
         rows = [row for read in reads for row in read]
-    return dict(rows)
+    return {name: as_aware(at) for name, at in rows}
 
 
 # Scheduled runs kept per schedule (besides its latest, always kept): their
@@ -236,5 +239,6 @@ KEEP_RUNS = timedelta(days=1)
 def prune_runs(database: str, name: str, latest: datetime) -> int:
     from .models import ScheduledRun
 
-    old = ScheduledRun.objects.using(database).filter(schedule=name, scheduled_at__lt=latest - KEEP_RUNS)
+    cutoff = as_stored(latest - KEEP_RUNS)
+    old = ScheduledRun.objects.using(database).filter(schedule=name, scheduled_at__lt=cutoff)
     return old.delete()[0]

@@ -13,6 +13,7 @@ from django.utils import timezone
 from demo import tasks
 from django_dbqueue import task
 from django_dbqueue.backend import DatabaseBackend
+from django_dbqueue.clock import local_offset
 from django_dbqueue.exceptions import InvalidTaskArguments
 from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import (
@@ -202,6 +203,11 @@ def test_option_types_are_checked():
 
 
 def test_a_row_inserted_by_plain_sql_is_a_valid_job():
+    if connection.vendor == "sqlite" and local_offset():
+        pytest.skip(
+            "SQLite's default times are UTC: with USE_TZ = False in another time zone, SQL "
+            "producers give run_after themselves (docs/databases.md)"
+        )
     table = connection.ops.quote_name(Job._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO {table} (task_path) VALUES (%s)", ["demo.tasks.noop"])

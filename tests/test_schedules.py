@@ -9,6 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import close_old_connections, connection
 
 from django_dbqueue.backend import DatabaseBackend
+from django_dbqueue.clock import as_stored
 from django_dbqueue.models import Job, ScheduledRun
 from django_dbqueue.schedules import Schedule, enqueue_run, parse_schedules
 from django_dbqueue.tasks_api import task_backends
@@ -26,6 +27,11 @@ def schedule(cron: str = "*/10 * * * *", catch_up: str = "latest", tz: str = "UT
 
 def at(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def stored(text: str) -> datetime:
+    """``at(text)`` as a row holds it (naive local time with USE_TZ = False)."""
+    return as_stored(at(text))
 
 
 def test_on_time_runs_are_enqueued_whatever_the_policy():
@@ -125,9 +131,9 @@ def test_a_run_is_enqueued_once_due_at_its_time():
     run = at("2026-01-01 10:10")
     job = enqueue_run(backend, every, run)
     assert enqueue_run(backend, every, run) is None
-    assert (job.run_after, job.task_path, job.status) == (run, "demo.tasks.noop", "READY")
+    assert (job.run_after, job.task_path, job.status) == (as_stored(run), "demo.tasks.noop", "READY")
     assert list(ScheduledRun.objects.values_list("schedule", "scheduled_at", "job_id")) == [
-        ("s", run, job.pk)
+        ("s", as_stored(run), job.pk)
     ]
     assert Job.objects.count() == 1
 
@@ -144,7 +150,7 @@ def test_the_scheduler_starts_a_new_schedule_from_its_first_tick_and_follows_its
     scheduler = Scheduler(backend)
     assert scheduler.tick() <= 1.0
     assert Job.objects.count() == 0, "a new schedule's earlier seconds were not missed"
-    last = at("2020-01-01 00:00")
+    last = stored("2020-01-01 00:00")
     ScheduledRun.objects.create(schedule="s", scheduled_at=last)
     scheduler.tick()
     # Years behind under "latest": the missed seconds collapse into the
@@ -181,7 +187,7 @@ def test_processes_racing_for_one_run_enqueue_it_once():
     if errors:
         raise errors[0]
     assert sorted(won) == runs
-    assert sorted(Job.objects.values_list("run_after", flat=True)) == runs
+    assert sorted(Job.objects.values_list("run_after", flat=True)) == [as_stored(run) for run in runs]
 
 
 @pytest.mark.django_db
@@ -190,7 +196,7 @@ def test_a_run_of_a_task_whose_unique_key_is_held_waits_for_the_key():
     single = parse_schedules({"one": {"task": "demo.tasks.singleton", "cron": "* * * * *"}})[0]
     first = enqueue_run(backend, single, at("2026-01-01 10:00"))
     assert enqueue_run(backend, single, at("2026-01-01 10:01")) is None
-    assert not ScheduledRun.objects.filter(scheduled_at=at("2026-01-01 10:01")).exists(), "still due"
+    assert not ScheduledRun.objects.filter(scheduled_at=stored("2026-01-01 10:01")).exists(), "still due"
     Job.objects.filter(pk=first.pk).cancel()
     assert enqueue_run(backend, single, at("2026-01-01 10:01")) is not None
 
@@ -200,8 +206,8 @@ def test_last_runs_are_each_schedules_latest_scheduled_run():
     from django_dbqueue.schedules import last_runs
 
     for name, minute in (("a", 1), ("a", 3), ("b", 2)):
-        ScheduledRun.objects.create(schedule=name, scheduled_at=at(f"2026-01-01 10:0{minute}"))
-    ScheduledRun.objects.create(schedule="a", scheduled_at=at("2026-01-01 10:09"), manual=True)
+        ScheduledRun.objects.create(schedule=name, scheduled_at=stored(f"2026-01-01 10:0{minute}"))
+    ScheduledRun.objects.create(schedule="a", scheduled_at=stored("2026-01-01 10:09"), manual=True)
     assert last_runs("default", ["a", "b", "c"]) == {"a": at("2026-01-01 10:03"), "b": at("2026-01-01 10:02")}
 
 

@@ -12,11 +12,14 @@ from datetime import datetime
 from datetime import timezone as dt_timezone
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.timezone import localtime
 from django.utils.translation import ngettext
+
+from ..clock import as_stored
 
 UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
 
@@ -59,19 +62,24 @@ DATE, TIME = "%Y-%m-%d", "%H:%M:%S"
 
 
 def timestamp(value: datetime | None) -> str:
-    return f"{localtime(value):{DATE} {TIME}}" if value else "-"
+    return f"{local(value):{DATE} {TIME}}" if value else "-"
+
+
+def local(value: datetime) -> datetime:
+    # With USE_TZ = False rows hold naive local times, which localtime() refuses.
+    return localtime(value) if timezone.is_aware(value) else value
 
 
 def time_tag(value: datetime | None) -> SafeString | str:
     """``timestamp()`` in a <time> element; it may wrap between date and time."""
     if not value:
         return "-"
-    local = localtime(value)
+    shown = local(value)
     return format_html(
         '<time class="dbqueue-time" datetime="{}"><span>{}</span> <span>{}</span></time>',
-        local.isoformat(),
-        f"{local:{DATE}}",
-        f"{local:{TIME}}",
+        shown.isoformat(),
+        f"{shown:{DATE}}",
+        f"{shown:{TIME}}",
     )
 
 
@@ -224,5 +232,8 @@ def _parse_time(value: Any) -> datetime | None:
         parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
     except ValueError:
         return None
+    if parsed is None or not settings.USE_TZ:
+        # The row's own times are naive local ones: so is an error's.
+        return as_stored(parsed) if parsed else None
     # A naive time cannot be sorted among the row's aware ones.
-    return parsed if parsed is None or parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

@@ -22,7 +22,7 @@ from django.utils.text import capfirst
 from django.views.decorators.http import require_POST
 
 from ..backend import DatabaseBackend
-from ..clock import read_database_now
+from ..clock import read_database_now, read_utc
 from ..models import ScheduledRun
 from ..schedules import Schedule, enqueue_run
 from ..tasks_api import InvalidTask
@@ -129,7 +129,7 @@ def schedule_rows() -> list[Row]:
     latest = runs.values_list("schedule").annotate(last=Max("scheduled_at")).order_by()
     # One read per schedule, by the unique (schedule, scheduled_at) index.
     last = {name: runs.filter(schedule=name, scheduled_at=when).first() for name, when in latest}
-    now = read_database_now(database)
+    now = read_utc(database)  # aware: cron times are computed in UTC
     rows = [
         Row(schedule.name, backend.alias, schedule, last.get(schedule.name), schedule.next_run(now))
         for backend in queue_backends()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from django.db import connections
 
-from ..clock import read_database_now
+from ..clock import read_utc
 from ..db import DB_ERRORS, Outage, drop_connection, is_outage, retry_on_conflict
 from ..schedules import Schedule, enqueue_run, last_runs, prune_runs
 
@@ -43,7 +43,7 @@ class Scheduler:
 
     def tick(self) -> float:
         """Enqueue every run due now; return seconds until the next one."""
-        now = read_database_now(self.database)
+        now = read_utc(self.database)  # aware: cron times are computed in UTC
         if self.since is None:
             self.since = now
         last = last_runs(self.database, [s.name for s in self.schedules])
