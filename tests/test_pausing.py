@@ -1,5 +1,6 @@
 """Pausing and resuming a queue: real workers, the command, the admin."""
 
+import getpass
 import signal
 from datetime import timedelta
 
@@ -81,6 +82,40 @@ def test_pausequeue_checks_every_queue_before_it_pauses_any():
         "Nothing was paused or resumed."
     )
     assert not PausedQueue.objects.exists()
+
+
+def test_pausequeue_writes_each_pause_and_resume_to_the_admin_log(capsys):
+    from django.contrib.auth.models import User
+
+    User.objects.create_user("operator")
+    call_command("pausequeue", "email", "--user", "operator")
+    call_command("pausequeue", "email", "--resume", "--user", "operator")
+    User.objects.create_user(getpass.getuser())  # the default: the system user's namesake
+    call_command("pausequeue", "slow", "--resume")  # not paused: nothing to record
+    call_command("pausequeue", "email", "--resume")
+    entries = list(
+        LogEntry.objects.order_by("pk").values_list("user__username", "action_flag", "change_message")
+    )
+    assert entries == [
+        ("operator", ADDITION, "Paused queue email (manage.py pausequeue)."),
+        ("operator", DELETION, "Resumed queue email (manage.py pausequeue)."),
+    ]
+    assert capsys.readouterr().err == ""
+
+    call_command("pausequeue", "slow")
+    call_command("pausequeue", "slow", "--resume")
+    assert [entry.object_repr for entry in LogEntry.objects.order_by("pk")][2:] == ["slow", "slow"]
+    User.objects.filter(username=getpass.getuser()).delete()
+    call_command("pausequeue", "slow")
+    assert capsys.readouterr().err == (
+        f"Not written to the admin log: there is no Django user {getpass.getuser()!r}; "
+        "name one with --user.\n"
+    )
+    with pytest.raises(
+        CommandError, match="There is no Django user 'nobody'; nothing was paused or resumed."
+    ):
+        call_command("pausequeue", "slow", "--resume", "--user", "nobody")
+    assert PausedQueue.objects.filter(queue_name="slow").exists()
 
 
 def test_the_command_pauses_lists_resumes_and_refuses_unknown_queues(capsys):
