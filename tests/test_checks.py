@@ -208,4 +208,3 @@ def test_a_queue_removed_since_the_procedure_was_installed_is_a_warning(procedur
         "If SQL producers call dbqueue_enqueue(), run manage.py install_sql_contract --database default "
         "to update it; if none does, silence django_dbqueue.W005 in SILENCED_SYSTEM_CHECKS."
     )
-
