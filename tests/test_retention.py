@@ -74,7 +74,7 @@ def test_prunejobs_dry_run_counts_and_deletes_nothing(jobs, settings, capsys):
     call_command("prunejobs", "--dry-run")
     out = capsys.readouterr().out
     assert "SUCCESSFUL: 7 jobs finished more than 5 days ago would be deleted." in out
-    assert "CANCELLED: 1 jobs finished more than 30 days ago would be deleted." in out
+    assert "CANCELLED: 1 job finished more than 30 days ago would be deleted." in out
     assert remaining() == before
 
 

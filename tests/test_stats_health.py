@@ -87,11 +87,11 @@ def test_queuestats_and_queuehealth_on_a_live_worker(busy):
     assert second["at"] > first["at"], "--watch prints again"
 
     code, out, _ = health("--queue", "default", "--max-lag", "60", "--max-failures", "1")
-    assert code == 0 and out.startswith("OK: 1 live workers on ")
+    assert code == 0 and out.startswith("OK: 1 live worker on ")
     code, _, err = health("--max-lag", "50")
     assert code == 1 and "queue email lags 1" in err
     code, _, err = health("--max-failures", "0", "--minutes", "2")
-    assert code == 1 and "1 jobs failed in the last 2 minutes, over 0" in err
+    assert code == 1 and "1 job failed in the last 2 minutes, over 0" in err
     code, _, err = health("--host", "some-other-host")
     assert code == 1 and "0 live workers on some-other-host, fewer than 1" in err
 

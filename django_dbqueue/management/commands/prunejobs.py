@@ -3,6 +3,7 @@ import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.translation import ngettext
 
 from django_dbqueue.options import OUTCOMES
 from django_dbqueue.retention import BATCH, expired, prune
@@ -48,9 +49,7 @@ class Command(BaseCommand):
         if options["dry_run"]:
             for outcome, days in retention.items():
                 n = expired(using, outcome, days).count()
-                self.stdout.write(
-                    f"{outcome}: {n} jobs finished more than {days:g} days ago would be deleted."
-                )
+                self.stdout.write(f"{outcome}: {finished(n, days)} would be deleted.")
             return
         started = time.monotonic()
         shown = {"at": 0.0}
@@ -65,9 +64,7 @@ class Command(BaseCommand):
 
         deleted = prune(using, retention, size=options["batch"], progress=progress)
         for outcome, n in deleted.items():
-            self.stdout.write(
-                f"{outcome}: deleted {n} jobs finished more than {retention[outcome]:g} days ago."
-            )
+            self.stdout.write(f"{outcome}: deleted {finished(n, retention[outcome])}.")
         self.stdout.write(f"Done in {time.monotonic() - started:.1f}s.")
 
     def _retention(self, backend: Any, older_than: float | None, statuses: list[str] | None) -> dict:
@@ -86,3 +83,11 @@ class Command(BaseCommand):
                 )
             return {s: configured[s] for s in statuses}
         return configured
+
+
+def finished(n: int, days: float) -> str:
+    """For example "1 job finished more than 1 day ago": each plural right."""
+    jobs = ngettext("%(n)d job", "%(n)d jobs", n) % {"n": n}
+    # ngettext wants a count; a retention may be 0.5 days.
+    ago = ngettext("%(days)g day ago", "%(days)g days ago", 1 if days == 1 else 2) % {"days": days}
+    return f"{jobs} finished more than {ago}"

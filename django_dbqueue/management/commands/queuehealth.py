@@ -3,6 +3,7 @@ import sys
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.translation import ngettext
 
 from django_dbqueue.db import DB_ERRORS, brief
 
@@ -58,9 +59,7 @@ class Command(BaseCommand):
             w for w in snap.workers if w.host == options["host"] and (not wanted or wanted & set(w.queues))
         ]
         if len(mine) < options["min_workers"]:
-            problems.append(
-                f"{len(mine)} live workers on {options['host']}, fewer than {options['min_workers']}"
-            )
+            problems.append(f"{live(len(mine), options['host'])}, fewer than {options['min_workers']}")
         for q in snap.queues:
             if (
                 options["max_lag"] is not None
@@ -73,14 +72,26 @@ class Command(BaseCommand):
                 )
         failed = sum(q.failed_recently for q in snap.queues)
         if options["max_failures"] is not None and failed > options["max_failures"]:
+            jobs = ngettext("%(n)d job failed", "%(n)d jobs failed", failed) % {"n": failed}
             problems.append(
-                f"{failed} jobs failed in the last {options['minutes']:g} minutes, "
-                f"over {options['max_failures']}"
+                f"{jobs} in the last {minutes(options['minutes'])}, over {options['max_failures']}"
             )
-        self._verdict(problems, f"{len(mine)} live workers on {options['host']}")
+        self._verdict(problems, live(len(mine), options["host"]))
 
     def _verdict(self, problems: list[str], summary: str = "") -> None:
         if problems:
             self.stderr.write("UNHEALTHY: " + "; ".join(problems) + ".")
             sys.exit(1)
         self.stdout.write(f"OK: {summary}.")
+
+
+def live(n: int, host: str) -> str:
+    return ngettext("%(n)d live worker on %(host)s", "%(n)d live workers on %(host)s", n) % {
+        "n": n,
+        "host": host,
+    }
+
+
+def minutes(n: float) -> str:
+    # ngettext wants a count; --minutes may be 0.5.
+    return ngettext("%(n)g minute", "%(n)g minutes", 1 if n == 1 else 2) % {"n": n}
