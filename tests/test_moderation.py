@@ -133,7 +133,7 @@ def test_admin_claim_button_my_items_and_actions(client):
     selected = [str(first[0].pk), str(first[1].pk), str(first[5].pk)]
     done = alice.post(POSTS, {"action": "done", "_selected_action": selected}, follow=True)
     assert [str(m) for m in done.context["messages"]] == [
-        "Finished 2 posts. Skipped 1: they are not claimed by you (claim them first)."
+        "Finished 2 posts. Skipped 1: it is not claimed by you (claim it first)."
     ]
     statuses = dict(Post.objects.values_list("pk", "status"))
     assert statuses[first[0].pk] == statuses[first[1].pk] == Post.Status.APPROVED
@@ -340,3 +340,24 @@ def test_the_docs_show_the_test_projects_post_model_whole():
     shown = docs.split("```python\n# models.py\n", 1)[1].split("```", 1)[0]
     model = (root / "testproject" / "moderation" / "models.py").read_text()
     assert shown == model.split('"""', 2)[2].lstrip("\n"), "docs/admin.md shows models.py less its docstring"
+
+
+def test_claim_and_action_messages_count_in_the_singular_and_plural(client, monkeypatch):
+    from django.contrib import admin
+
+    first = posts(4)
+    monkeypatch.setattr(type(admin.site.get_model_admin(Post)), "claim_lease", 60.0)
+    alice = moderator(client, "alice")
+
+    def said(response) -> list[str]:
+        return [str(m) for m in response.context["messages"]]
+
+    one = alice.post(f"{POSTS}claim/", {"n": "1"}, follow=True)
+    assert said(one) == ["Claimed 1 post for you; it is yours for 1 minute."]
+    Post.objects.filter(pk=first[1].pk).claim("bob", limit=1)
+    Post.objects.filter(pk=first[2].pk).claim("bob", limit=1)
+    selected = [str(p.pk) for p in first[:3]]
+    done = alice.post(POSTS, {"action": "done", "_selected_action": selected}, follow=True)
+    assert said(done) == ["Finished 1 post. Skipped 2: they are not claimed by you (claim them first)."]
+    nothing = alice.post(POSTS, {"action": "release", "_selected_action": [selected[1]]}, follow=True)
+    assert said(nothing) == ["Released 0 posts. Skipped 1: it is not claimed by you (claim it first)."]

@@ -23,6 +23,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import capfirst
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from ..moderation import DEFAULT_REVIEW_LEASE, ClaimQuerySetMixin
@@ -178,13 +179,21 @@ class ModerationAdminMixin(_ModelAdmin):
             limit = self.claim_batch
         owner = self.claim_owner(request)
         claimed = self.claimable_queryset(request).claim(owner, limit=limit, lease=self.claim_lease)
-        plural = self.opts.verbose_name if len(claimed) == 1 else self.opts.verbose_name_plural
         if claimed:
             minutes = int(self.claim_lease // 60)
-            text = f"Claimed {len(claimed)} {plural} for you; they are yours for {minutes} minutes."
+            text = ngettext(
+                "Claimed %(n)d %(name)s for you; it is yours for %(lease)s.",
+                "Claimed %(n)d %(name)s for you; they are yours for %(lease)s.",
+                len(claimed),
+            ) % {
+                "n": len(claimed),
+                "name": self._names(len(claimed)),
+                "lease": ngettext("%(m)d minute", "%(m)d minutes", minutes) % {"m": minutes},
+            }
             self.message_user(request, text, messages.SUCCESS)
         else:
-            self.message_user(request, f"There are no {plural} left to claim.", messages.WARNING)
+            text = f"There are no {self.opts.verbose_name_plural} left to claim."
+            self.message_user(request, text, messages.WARNING)
         return HttpResponseRedirect(f"{self._url('changelist')}?claimed=mine")
 
     def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> HttpResponse:
@@ -216,9 +225,16 @@ class ModerationAdminMixin(_ModelAdmin):
         changed = queryset.done(self.claim_owner(request), **self.claim_done_changes)
         self._report(request, "Finished", changed, total)
 
+    def _names(self, n: int) -> str:
+        return str(self.opts.verbose_name if n == 1 else self.opts.verbose_name_plural)
+
     def _report(self, request: HttpRequest, verb: str, changed: int, total: int) -> None:
-        names = self.opts.verbose_name if changed == 1 else self.opts.verbose_name_plural
-        text = f"{verb} {changed} {names}."
-        if total > changed:
-            text += f" Skipped {total - changed}: they are not claimed by you (claim them first)."
+        text = f"{verb} {changed} {self._names(changed)}."
+        skipped = total - changed
+        if skipped:
+            text += " " + ngettext(
+                "Skipped %(n)d: it is not claimed by you (claim it first).",
+                "Skipped %(n)d: they are not claimed by you (claim them first).",
+                skipped,
+            ) % {"n": skipped}
         self.message_user(request, text, messages.SUCCESS if changed else messages.WARNING)
