@@ -131,7 +131,7 @@ class DatabaseBackend(BaseTaskBackend):
         except OptionsError as exc:
             self.options_problems = exc.problems
             self.config = QueueOptions()
-        missing = database_problem(alias, self._raw_database())
+        missing = database_problem(alias, self.raw_database())
         problems = [*self.entry_problems, *self.options_problems, *([missing] if missing else [])]
         self.options_error: str | None = " ".join(problems) or None
 
@@ -139,7 +139,7 @@ class DatabaseBackend(BaseTaskBackend):
     def database(self) -> str:
         return self.config.DATABASE
 
-    def _raw_database(self) -> Any:
+    def raw_database(self) -> Any:
         # As written: a bad OPTIONS leaves self.config at its defaults.
         return self.options.get("DATABASE", "default") if isinstance(self.options, dict) else None
 
@@ -324,56 +324,9 @@ class DatabaseBackend(BaseTaskBackend):
         return rebuilt
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
-        messages = list(super().check(**kwargs))
-        if not apps.is_installed("django_dbqueue"):
-            messages.append(
-                checks.Error(
-                    not_installed_message(self.alias),
-                    hint="Add 'django_dbqueue' to INSTALLED_APPS and run manage.py migrate.",
-                    id="django_dbqueue.E004",
-                )
-            )
-        entry = f"TASKS[{self.alias!r}]"
-        messages += [
-            checks.Error(problem, hint=f"Fix {entry}.", id="django_dbqueue.E006")
-            for problem in self.entry_problems
-        ]
-        messages += [
-            checks.Error(problem, hint=f"Fix {entry}['OPTIONS'].", id="django_dbqueue.E003")
-            for problem in self.options_problems
-        ]
-        # Read now, not at __init__: DATABASES is what the checks run against.
-        missing = database_problem(self.alias, self._raw_database())
-        if missing:
-            hint = f"Add it to DATABASES, or set {entry}['OPTIONS']['DATABASE'] to one that is."
-            messages.append(checks.Error(missing, hint=hint, id="django_dbqueue.E007"))
-        messages.extend(self._check_schedules())
-        return messages
+        from .backend_checks import backend_messages
 
-    def _check_schedules(self) -> list[checks.CheckMessage]:
-        """A schedule whose task does not load, or whose arguments do not fit it."""
-        messages: list[checks.CheckMessage] = []
-        for schedule in self.config.SCHEDULES:
-            problem = self.schedule_problem(schedule)
-            if problem is not None:
-                messages.append(
-                    checks.Error(
-                        f"The schedule {schedule.name!r} cannot enqueue its task: {problem}",
-                        hint=f"Fix TASKS[{self.alias!r}]['OPTIONS']['SCHEDULES'][{schedule.name!r}].",
-                        id="django_dbqueue.E005",
-                    )
-                )
-        return messages
-
-    def schedule_problem(self, schedule: Any) -> str | None:
-        """Why ``schedule``'s task cannot be enqueued as configured, or None."""
-        try:
-            task = load_task(schedule.task, self.config.ALLOWED_TASK_MODULES)
-            self.validate_task(task)
-            check_arguments(task, schedule.args, schedule.kwargs)
-        except (LookupError, InvalidTask) as exc:
-            return str(exc)
-        return None
+        return [*super().check(**kwargs), *backend_messages(self)]
 
 
 def call_keys(task: Task, args: Any, kwargs: Any) -> dict[str, Any]:

@@ -1,0 +1,77 @@
+"""The task backend's own system checks, which Django runs through its
+tasks framework (``DatabaseBackend.check()``): its ``TASKS`` entry, its
+``OPTIONS``, its database alias and its schedules. Each problem is one
+message, with a stable id; all of them are reported at once."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.apps import apps
+from django.core import checks
+
+from .options import database_problem
+from .tasks_api import InvalidTask
+from .validation import check_arguments
+
+if TYPE_CHECKING:
+    from .backend import DatabaseBackend
+    from .schedules import Schedule
+
+
+def backend_messages(backend: DatabaseBackend) -> list[checks.CheckMessage]:
+    from .backend import not_installed_message
+
+    messages: list[checks.CheckMessage] = []
+    if not apps.is_installed("django_dbqueue"):
+        messages.append(
+            checks.Error(
+                not_installed_message(backend.alias),
+                hint="Add 'django_dbqueue' to INSTALLED_APPS and run manage.py migrate.",
+                id="django_dbqueue.E004",
+            )
+        )
+    entry = f"TASKS[{backend.alias!r}]"
+    messages += [
+        checks.Error(problem, hint=f"Fix {entry}.", id="django_dbqueue.E006")
+        for problem in backend.entry_problems
+    ]
+    messages += [
+        checks.Error(problem, hint=f"Fix {entry}['OPTIONS'].", id="django_dbqueue.E003")
+        for problem in backend.options_problems
+    ]
+    # Read now, not when the backend was made: DATABASES is what the checks run against.
+    missing = database_problem(backend.alias, backend.raw_database())
+    if missing:
+        hint = f"Add it to DATABASES, or set {entry}['OPTIONS']['DATABASE'] to one that is."
+        messages.append(checks.Error(missing, hint=hint, id="django_dbqueue.E007"))
+    return messages + schedule_messages(backend)
+
+
+def schedule_messages(backend: DatabaseBackend) -> list[checks.CheckMessage]:
+    """E005: a schedule whose task does not load, or whose arguments do not fit it."""
+    messages: list[checks.CheckMessage] = []
+    for schedule in backend.config.SCHEDULES:
+        problem = schedule_problem(backend, schedule)
+        if problem is not None:
+            messages.append(
+                checks.Error(
+                    f"The schedule {schedule.name!r} cannot enqueue its task: {problem}",
+                    hint=f"Fix TASKS[{backend.alias!r}]['OPTIONS']['SCHEDULES'][{schedule.name!r}].",
+                    id="django_dbqueue.E005",
+                )
+            )
+    return messages
+
+
+def schedule_problem(backend: DatabaseBackend, schedule: Schedule) -> str | None:
+    """Why ``schedule``'s task cannot be enqueued as configured, or None."""
+    from .backend import load_task
+
+    try:
+        task = load_task(schedule.task, backend.config.ALLOWED_TASK_MODULES)
+        backend.validate_task(task)
+        check_arguments(task, schedule.args, schedule.kwargs)
+    except (LookupError, InvalidTask) as exc:
+        return str(exc)
+    return None
