@@ -27,10 +27,19 @@ class JobTimeout(Exception):
     """Raised in a job that ran past its ``timeout``; it counts as a failed attempt."""
 
 
-class ResultNotStorable(Exception):
+class ResultNotStorable(TypeError):
     """A job's return value that cannot be stored (not JSON, nested too deep,
     or larger than MAX_RETURN_BYTES); the job ends FAILED, since running it
-    again would return the same kind of value."""
+    again would return the same kind of value. A TypeError, as
+    InvalidTaskArguments is and as Django's ImmediateBackend records a value
+    that JSON cannot hold."""
+
+
+class TransactionUnusable(Exception):
+    """An ``atomic=True`` task returned with its transaction unusable: marked
+    for rollback (``transaction.set_rollback(True)``, or a database error
+    caught inside it) or its connection closed (``close_old_connections()``).
+    Its writes were rolled back and its attempt fails; the worker lives on."""
 
 
 class JobCancelled(Exception):

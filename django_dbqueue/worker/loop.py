@@ -28,6 +28,7 @@ from ..pausing import PauseCache
 from .execution import JobRunner
 from .giveback import HoldWatch
 from .heartbeat import Heartbeat, HeartbeatThread, owner_name, recover, recovery_grace
+from .outcomes import OneTraceback
 from .shared import SharedState, safety_margin
 from .signals import ForcedStop, StopSignals
 
@@ -102,7 +103,8 @@ class Worker:
         logger.info("Worker %s started on queues %s.", self.name, ", ".join(self.queues))
         code = 0
         try:
-            self._loop()
+            with OneTraceback():
+                self._loop()
         except ForcedStop:
             logger.warning("Worker %s stopped at once on a second signal or SIGQUIT.", self.name)
             code = 1

@@ -109,3 +109,34 @@ class OutcomeBuffer:
             for success, task in pending:
                 task_finished.send(sender, task_result=runner.backend.to_result(success.job, task))
         return updated
+
+
+class OneTraceback(logging.Filter):
+    """A failed attempt's traceback once, not twice. The worker logs each
+    failure with its traceback (execution.py), then sends ``task_finished``
+    from inside a handler of that exception, so that receivers can read it;
+    Django's own receiver logs a ``state=FAILED`` line that attaches it
+    again. Installed on the ``django.tasks`` logger of a worker process
+    (where every task_finished is this worker's), it keeps Django's line
+    and drops its copy of the traceback, as long as ours is shown."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.msg == DJANGO_FINISHED and _failures_shown():
+            record.exc_info, record.exc_text = None, None
+        return True
+
+    def __enter__(self) -> OneTraceback:
+        logging.getLogger("django.tasks").addFilter(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger("django.tasks").removeFilter(self)
+
+
+# The message of django.tasks.signals.log_task_finished.
+DJANGO_FINISHED = "Task id=%s path=%s state=%s"
+
+
+def _failures_shown() -> bool:
+    """Whether the worker's own failure lines (WARNING and up) reach a handler."""
+    return logger.isEnabledFor(logging.WARNING) and logger.hasHandlers()
