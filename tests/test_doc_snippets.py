@@ -87,6 +87,7 @@ def snippet_project(where: Path) -> tuple[TutorialProject, str]:
     settings = project.cwd / "mysite" / "settings.py"
     tutorial_settings = next(body for lang, body in tutorial_blocks()[1] if "settings.py" in body)
     pristine = settings.read_text().removesuffix("\n" + tutorial_settings.partition("\n")[2])
+    assert "django_dbqueue" not in pristine
     project.run(["python", "manage.py", "startapp", "myapp"])
     for lang, body in quickstart()[1]:
         if lang == "python" and "settings.py" not in body:
@@ -186,10 +187,10 @@ def test_the_pages_snippets_run_as_pasted(page, base_project, tmp_path):
         assert run_console(project, snippet) or snippet.body.startswith("$ pip install"), snippet.where
 
 
-def test_every_page_with_snippets_is_run_here_or_elsewhere():
-    pages = {page.name for page in PAGES} | ELSEWHERE
-    assert pages == {"README.md", *(p.name for p in (ROOT / "docs").glob("*.md"))}
+def test_every_marker_marks_a_snippet_and_few_are_skipped():
     every = [s for page in PAGES for s in snippets(page)]
+    markers = sum(page.read_text().count("<!-- snippet:") for page in PAGES)
+    assert markers == len([s for s in every if s.marker]), "a marker must be on the line before its block"
     skipped = [s.where for s in every if s.marker == "skip"]
     # Few, each with its reason on the page; most blocks run.
     assert len(skipped) <= 15 and len(every) - len(skipped) >= 25, (len(every), skipped)
@@ -200,6 +201,12 @@ def sql_statements(block: str) -> list[str]:
     """A block's statements, each without its trailing ``;`` and comments."""
     code = re.sub(r"--[^\n]*", "", block)
     return [statement.strip() for statement in code.split(";") if statement.strip()]
+
+
+def databases_of(settings: str) -> dict:
+    namespace: dict = {"INSTALLED_APPS": []}
+    exec(settings, namespace)
+    return namespace["DATABASES"]
 
 
 def mariadb_root():
@@ -236,9 +243,9 @@ def test_the_mariadb_snippets_run_as_pasted(site_database, tmp_path):
     readme = next(body for lang, body in quickstart()[1] if "settings.py" in body)
     [documented] = [s for s in every.values() if s.lang == "python"]
     assert "DATABASES = {" in readme and documented.file == "settings.py"
+    assert databases_of(readme) == databases_of(documented.body), "the Quickstart's is databases.md's"
     settings = project.cwd / "mysite" / "settings.py"
     settings.write_text(with_quickstart_settings(pristine, ours(readme)))
-    write(project, Snippet(documented.where, "python", ours(documented.body), None), pristine)  # the same
     project.run(["python", "manage.py", "migrate"])
 
     import MySQLdb
@@ -257,9 +264,8 @@ def test_the_mariadb_snippets_run_as_pasted(site_database, tmp_path):
             if re.match(r"SELECT (LAST_INSERT_ID\(\)|@job_id)$", statement):
                 job_ids.append(answers[where][0][0])
     assert len(job_ids) == 2, answers
-    by_page = {where.split(":")[0]: rows for where, rows in answers.items()}
-    status_read = next(rows for where, rows in answers.items() if "SELECT status" in every[where].body)
-    assert status_read[0][:1] == ("READY",), status_read
+    answer = {every[where].body.split()[1]: rows for where, rows in answers.items()}
+    assert answer["status,"][0][:1] == ("READY",), answers
 
     # Ten minutes later (the INSERT's job is due then), a worker runs both.
     producer.cursor().execute("UPDATE django_dbqueue_job SET run_after = UTC_TIMESTAMP(6)")
@@ -272,4 +278,4 @@ def test_the_mariadb_snippets_run_as_pasted(site_database, tmp_path):
     [version] = re.findall(
         r"\*\*Contract version: (\d+)\*\*", (ROOT / "docs" / "sql-contract.md").read_text()
     )
-    assert by_page["sql-contract.md"] == [(f"django-dbqueue SQL contract {version}",)]
+    assert answer["routine_comment"] == [(f"django-dbqueue SQL contract {version}",)]
