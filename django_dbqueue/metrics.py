@@ -6,6 +6,7 @@ Two collectors:
 - :class:`QueueCollector`: what the database says, the same for whoever
   asks: jobs per queue and status, due jobs, lag, paused queues, live
   workers. Read at each scrape (a few grouped queries that indexes serve).
+  Queues that no backend lists are summed under one label (``labelled``).
 - :class:`ProcessCollector`: what one ``runqueue`` did: jobs processed and
   failed, run and claim durations, its live worker processes. Its workers
   are forked processes, so each counts into the shared memory its
@@ -28,13 +29,16 @@ from django.db import connections
 from django.http import HttpRequest, HttpResponse
 
 from .db import DB_ERRORS, brief
-from .stats import snapshot
+from .stats import QueueFigures, snapshot
 
 if TYPE_CHECKING:
     from .backend import DatabaseBackend
     from .worker.shared import SharedState
 
 logger = logging.getLogger("django_dbqueue")
+
+# The queue label of the jobs in queues no backend lists (docs/operations.md).
+OTHER = "(other)"
 
 
 def client() -> Any:
@@ -60,7 +64,7 @@ class QueueCollector:
                 self.backend.database,
                 minutes=1,
                 alive_within=self.backend.config.LEASE_SECONDS,
-                configured=sorted(self.backend.queues),
+                configured=sorted(known := known_queues(self.backend)),
             )
         except DB_ERRORS as exc:
             logger.warning("Metrics: the database did not answer (%s).", brief(exc))
@@ -79,7 +83,7 @@ class QueueCollector:
             labels=["queue"],
         )
         paused = GaugeMetricFamily("dbqueue_queue_paused", "1 if the queue is paused.", labels=["queue"])
-        for q in snap.queues:
+        for q in labelled(snap.queues, known):
             for status, n in q.counts.items():
                 jobs.add_metric([q.name, status], n)
             due.add_metric([q.name], q.due)
@@ -90,6 +94,38 @@ class QueueCollector:
         )
         alive.add_metric([], len(snap.workers))
         yield from (jobs, due, lag, paused, alive)
+
+
+def known_queues(backend: DatabaseBackend) -> set[str]:
+    """The queues that get their own series: those in the QUEUES of every
+    DatabaseBackend kept in this backend's database (a site may run one
+    backend per queue group)."""
+    from .backend import DatabaseBackend
+    from .tasks_api import task_backends
+
+    known = set(backend.queues)
+    for other in task_backends.all():
+        if isinstance(other, DatabaseBackend) and other.database == backend.database:
+            known.update(other.queues)
+    return known
+
+
+def labelled(queues: list[QueueFigures], known: set[str]) -> list[QueueFigures]:
+    """``queues`` with every queue that is neither ``known`` nor paused
+    folded into one :data:`OTHER` entry (always there, zero if nothing is
+    folded): a queue name is whatever a row says, and a series per typo or
+    made-up name would grow without bound (3,000 names made 24,000 series)."""
+    own = [q for q in queues if q.name in known or q.paused]
+    other = QueueFigures(OTHER)
+    for q in queues:
+        if q in own:
+            continue
+        for status, n in q.counts.items():
+            other.counts[status] = other.counts.get(status, 0) + n
+        other.due += q.due
+        if q.lag_seconds is not None:
+            other.lag_seconds = max(other.lag_seconds or 0.0, q.lag_seconds)
+    return [*own, other]
 
 
 class ProcessCollector:

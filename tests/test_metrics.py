@@ -83,6 +83,26 @@ def test_the_django_view_serves_the_queue_metrics(client):
     assert ("dbqueue_jobs_processed_total", ()) not in m, "a web process runs no jobs"
 
 
+def test_made_up_queue_names_share_one_label(client):
+    # Rows may name any queue (a typo, a plain INSERT): a series per name
+    # would grow without bound. Only configured and paused queues get theirs.
+    Job.objects.bulk_create([Job(task_path="demo.tasks.add", queue_name=f"typo-{i}") for i in range(300)])
+    Job.objects.create(task_path="demo.tasks.add", queue_name="held", status="FAILED")
+    PausedQueue.objects.create(queue_name="held")
+    Job.objects.create(task_path="demo.tasks.add", queue_name="email")
+
+    m = samples(client.get("/metrics/").content.decode())
+    labels = {dict(labels)["queue"] for _, labels in m if "queue" in dict(labels)}
+    assert labels == {"default", "email", "slow", "held", "(other)"}
+    assert len(m) == 2 + 8 * len(labels), "8 series per label, plus up and alive"
+    assert m[("dbqueue_jobs", (("queue", "(other)"), ("status", "READY")))] == 300
+    assert m[("dbqueue_jobs_due", (("queue", "(other)"),))] == 300
+    assert m[("dbqueue_queue_lag_seconds", (("queue", "(other)"),))] >= 0
+    assert m[("dbqueue_jobs", (("queue", "held"), ("status", "FAILED")))] == 1
+    assert m[("dbqueue_queue_paused", (("queue", "held"),))] == 1
+    assert m[("dbqueue_jobs", (("queue", "email"), ("status", "READY")))] == 1
+
+
 def test_a_bad_metrics_port_is_refused():
     with pytest.raises(CommandError, match="--metrics-port must be between 1 and 65535, not 0"):
         call_command("runqueue", "--metrics-port", "0")
