@@ -95,3 +95,30 @@ def in_body(worker) -> bool:
         else:
             cursor.execute("SELECT COUNT(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%%'")
         return cursor.fetchone()[0] > 0 or Execution.objects.filter(key="slept").exists()
+
+
+@pytest.mark.parametrize(
+    ("task", "did"),
+    [
+        ("record_then_set_rollback", "marked its transaction for rollback"),
+        ("record_then_close_connections", "closed its database connection"),
+    ],
+)
+def test_an_atomic_task_that_breaks_its_transaction_fails_its_attempt_not_its_worker(runqueue, task, did):
+    result = getattr(tasks, task).enqueue("broken")  # max_attempts=2
+    control = tasks.record_atomic.enqueue("control")
+    worker = runqueue("--queue", "default")
+    wait_for(lambda: worker.children())
+    processes = worker.children()
+
+    wait_for(lambda: Job.objects.get(pk=result.id).status == "FAILED")
+    wait_for(lambda: Job.objects.get(pk=control.id).status == "SUCCESSFUL")
+    job = Job.objects.get(pk=result.id)
+    assert [e["exception_class_path"] for e in job.errors] == [
+        "django_dbqueue.exceptions.TransactionUnusable"
+    ] * 2
+    assert did in job.errors[-1]["traceback"]
+    assert (job.attempts, runs("broken"), runs("control")) == (2, 0, 1), "its writes were rolled back"
+    assert worker.children() == processes, "the worker process lived on"
+    worker.signal_group(signal.SIGTERM)
+    assert worker.wait(30) == 0

@@ -18,8 +18,15 @@ at all:
   rolled back; the run that holds the job commits its own.
 
 Not covered: anything outside that transaction (email, HTTP, files, other
-databases, or a connection the task opens itself). A job's success is not
-batched with others: each atomic job commits its own transaction.
+databases, or a connection the task opens itself), nor what commits inside
+it behind Django's back: a raw ``COMMIT``, or a statement that commits
+implicitly (DDL, ``LOCK TABLES`` on MySQL) commits the body's writes so far
+on every attempt. A job's success is not batched with others: each atomic
+job commits its own transaction.
+
+A body that returns with its transaction unusable (marked for rollback, or
+its connection closed) cannot have its success recorded in it: that is the
+attempt's failure (``TransactionUnusable``), and the worker lives on.
 """
 
 from __future__ import annotations
@@ -27,9 +34,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from django.db import transaction
+from django.db import connections, transaction
 
-from ..exceptions import ResultNotStorable
+from ..exceptions import ResultNotStorable, TransactionUnusable
 from ..payload import check_return_value
 from ..status import Status
 from ..tasks_api import Task
@@ -63,6 +70,8 @@ def run_atomic(runner: JobRunner, job: Job, task: Task, started: Any) -> str:
     try:
         with transaction.atomic(using=database):
             value, raised = runner.call(job, task, started)
+            if raised is None:
+                raised = unusable(database)
             if raised is not None:
                 raise _RollBack(raised, final=False)
             try:
@@ -84,3 +93,23 @@ def run_atomic(runner: JobRunner, job: Job, task: Task, started: Any) -> str:
         return Status.RUNNING
     runner.finished(job, task)
     return Status.SUCCESSFUL
+
+
+def unusable(database: str) -> TransactionUnusable | None:
+    """What the body left its transaction unable to do, if anything: any
+    query in it, the success's among them, would raise."""
+    connection = connections[database]
+    if connection.closed_in_transaction:
+        did = "closed its database connection (connection.close() or close_old_connections())"
+    elif connection.needs_rollback:
+        did = (
+            "marked its transaction for rollback (transaction.set_rollback(True), as DRF's "
+            "exception handler does, or a database error caught without a savepoint)"
+        )
+    else:
+        return None
+    return TransactionUnusable(
+        f"The atomic task {did} and then returned, so its writes were rolled back and its "
+        "success cannot be recorded with them. Let the exception propagate instead, or use a "
+        "nested transaction.atomic() block for work that may be rolled back on its own."
+    )

@@ -4,6 +4,8 @@ import asyncio
 import os
 import time
 
+from django.db import close_old_connections, transaction
+
 from django_dbqueue import task
 
 from .models import Execution
@@ -254,4 +256,20 @@ def record_then_sleep(key: str, seconds: float) -> str:
 def record_then_sleep_plain(key: str, seconds: float) -> str:
     Execution.objects.create(key=key, pid=os.getpid())
     time.sleep(seconds)
+    return key
+
+
+@task(atomic=True, max_attempts=2)
+def record_then_set_rollback(key: str) -> str:
+    """Marks its transaction for rollback and returns, as DRF's exception handler does."""
+    Execution.objects.create(key=key, pid=os.getpid())
+    transaction.set_rollback(True)
+    return key
+
+
+@task(atomic=True, max_attempts=2)
+def record_then_close_connections(key: str) -> str:
+    """Calls close_old_connections() in its transaction, which closes the connection."""
+    Execution.objects.create(key=key, pid=os.getpid())
+    close_old_connections()
     return key
