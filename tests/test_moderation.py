@@ -300,13 +300,25 @@ def test_a_post_another_moderator_holds_cannot_be_deleted(client):
     assert f"{POSTS}{free.pk}/delete/" in client.get(f"{POSTS}{free.pk}/change/").content.decode()
     assert client.get(f"{POSTS}{held.pk}/delete/").status_code == 403
     assert client.post(f"{POSTS}{held.pk}/delete/", {"post": "yes"}).status_code == 403
+
+    # Deleting a selection asks first, listing only the rows nobody else holds.
+    assert (
+        '<option value="delete_selected">Delete selected posts</option>' in client.get(POSTS).content.decode()
+    )
     selected = {"action": "delete_selected", "_selected_action": [str(held.pk), str(free.pk)]}
-    assert client.post(POSTS, {**selected, "post": "yes"}).status_code == 403
-    assert Post.objects.count() == 2, "nothing deleted"
+    confirm = client.post(POSTS, selected)
+    assert [str(m) for m in confirm.context["messages"]] == [
+        "Skipped 1 post: another moderator is reviewing it; "
+        "it can be deleted once they finish or their claim runs out."
+    ]
+    assert [post.pk for post in confirm.context["queryset"]] == [free.pk]
+    assert Post.objects.count() == 2, "nothing is deleted before bob confirms"
+    assert client.post(POSTS, {**selected, "post": "yes"}).status_code == 302
+    assert list(Post.objects.values_list("pk", flat=True)) == [held.pk], "the free one only"
 
     Post.objects.filter(pk=held.pk).update(claim_expires_at=timezone.now() - timedelta(seconds=1))
     assert client.post(f"{POSTS}{held.pk}/delete/", {"post": "yes"}).status_code == 302
-    assert list(Post.objects.values_list("pk", flat=True)) == [free.pk], "a lapsed claim holds nothing"
+    assert not Post.objects.exists(), "a lapsed claim holds nothing"
 
 
 def test_listing_the_claim_columns_gives_one_claimed_by_column(rf):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin, messages
+from django.contrib.admin.actions import delete_selected as django_delete_selected
 from django.contrib.admin.utils import display_for_value, unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -23,36 +24,13 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import capfirst
-from django.utils.translation import ngettext
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
 from ..moderation import DEFAULT_REVIEW_LEASE, ClaimQuerySetMixin
+from .claims import ClaimListFilter, held_by_others
 
 MAX_CLAIM = 100
-
-
-class ClaimListFilter(admin.SimpleListFilter):
-    title = "claim"
-    parameter_name = "claimed"
-
-    def __init__(self, request: HttpRequest, params: dict, model: Any, model_admin: Any) -> None:
-        self.owner = model_admin.claim_owner(request)
-        super().__init__(request, params, model, model_admin)
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("mine", "Claimed by me"), ("free", "Free to claim"), ("others", "Claimed by others")]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        claims = cast(ClaimQuerySetMixin, queryset)  # the moderated model's
-        if self.value() == "mine":
-            return claims.claimed_by(self.owner)
-        if self.value() == "free":
-            return claims.unclaimed()
-        if self.value() == "others":
-            owner, lease = claims.claim_owner_field, claims.claim_lease_field
-            held = queryset.filter(**{f"{owner}__isnull": False, f"{lease}__gt": timezone.now()})
-            return held.exclude(**{owner: self.owner})
-        return queryset
 
 
 # A mixin for a model's ModelAdmin: the type checker sees it as one.
@@ -75,7 +53,9 @@ class ModerationAdminMixin(_ModelAdmin):
         super().__init__(*args, **kwargs)
         own = self.actions  # the model admin's (or its bases'); None turns actions off
         if own is not None:
-            self.actions = list(dict.fromkeys([*self.moderation_actions, *own]))
+            # Our "delete selected" stands in for Django's, where the site offers it.
+            spare = [name for name, _ in self.admin_site.actions if name == "delete_selected"]
+            self.actions = list(dict.fromkeys([*spare, *self.moderation_actions, *own]))
 
     def claim_owner(self, request: HttpRequest) -> str:
         return request.user.get_username()
@@ -212,6 +192,26 @@ class ModerationAdminMixin(_ModelAdmin):
         return reverse(f"{self.admin_site.name}:{self.opts.app_label}_{self.opts.model_name}_{view}")
 
     # -- actions ----------------------------------------------------------------
+
+    # Django's own wording (and msgid, so its translations apply).
+    @admin.action(description=gettext_lazy("Delete selected %(verbose_name_plural)s"), permissions=["delete"])
+    def delete_selected(self, request: HttpRequest, queryset: QuerySet) -> HttpResponse | None:
+        """Django's "delete selected", less the rows other moderators hold:
+        Django would refuse the whole selection for them, as if a permission lacked."""
+        # Few ids (other moderators' claims), and MySQL cannot delete from a
+        # table by a subquery on that same table.
+        held = list(held_by_others(queryset, self.claim_owner(request)).values_list("pk", flat=True))
+        if n := len(held):
+            text = ngettext(
+                "Skipped %(n)d %(name)s: another moderator is reviewing it; "
+                "it can be deleted once they finish or their claim runs out.",
+                "Skipped %(n)d %(name)s: other moderators are reviewing them; "
+                "they can be deleted once those finish or their claims run out.",
+                n,
+            ) % {"n": n, "name": self._names(n)}
+            self.message_user(request, text, messages.WARNING)
+        rest = queryset.exclude(pk__in=held)
+        return django_delete_selected(self, request, rest) if rest.exists() else None
 
     @admin.action(description="Release: give the selected items back to the pool", permissions=["change"])
     def release(self, request: HttpRequest, queryset: ClaimQuerySetMixin) -> None:
