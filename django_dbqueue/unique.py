@@ -68,8 +68,7 @@ def _held(job: Job, using: str) -> bool:
     (measured: an ORM lookup made enqueueing a new key twice as slow)."""
     connection = connections[using]
     quote = connection.ops.quote_name
-    field = job._meta.get_field("unique_key")
-    sql = f"SELECT 1 FROM {quote(job._meta.db_table)} WHERE {quote(field.column)} = %s"
+    sql = f"SELECT 1 FROM {quote(job._meta.db_table)} WHERE {quote('unique_key')} = %s"
     with connection.cursor() as cursor:
         cursor.execute(sql, [job.unique_key])
         return cursor.fetchone() is not None
