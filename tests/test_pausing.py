@@ -61,12 +61,12 @@ def test_pausequeue_returns_once_no_worker_claims_from_the_queue(runqueue):
     """A busy worker (one job per claim) reads the paused set every 2 s; a job
     enqueued the moment the command returns must still wait."""
     worker = runqueue("--queue", "default", "--queue", "email", "--batch", "1")
-    backlog = bulk_enqueue(tasks.add, [((i, i), {}) for i in range(400)])
+    backlog = bulk_enqueue(tasks.add, [((i, i), {}) for i in range(2000)])
     wait_for(lambda: done(backlog[0]))
     call_command("pausequeue", "email")
-    waiting = tasks.send_welcome.enqueue(1)  # priority 10: first in claim order
+    waiting = tasks.send_welcome.enqueue(1)  # priority 10: ahead of the backlog
     assert not done(backlog[-1]), "the worker was still claiming when the command returned"
-    after = tasks.add.enqueue(2, 2)
+    after = tasks.add.using(priority=10).enqueue(2, 2)  # claimed right after it would have been
     wait_for(lambda: done(after), timeout=60)
     assert status(waiting) == "READY", "claims made after the pause held left the paused queue alone"
     worker.signal(signal.SIGTERM)
