@@ -5,9 +5,11 @@ every stamp is in Django's form under both ``USE_TZ`` settings."""
 import threading
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
+from io import StringIO
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
@@ -92,3 +94,13 @@ def test_an_aware_run_after_is_the_moment_it_names_under_either_setting():
     stored = job.run_after if timezone.is_aware(job.run_after) else timezone.make_aware(job.run_after)
     assert stored == moment
     assert Job.objects.claim("w") == []
+
+
+def test_queuestats_names_the_time_zone_of_the_time_it_prints():
+    out = StringIO()
+    call_command("queuestats", stdout=out)
+    first = out.getvalue().splitlines()[0]  # "Queues at 2026-01-01 10:00:00 UTC (database clock)"
+    zone = "UTC" if settings.USE_TZ else settings.TIME_ZONE
+    printed = datetime.strptime(first.split(" at ")[1].split(f" {zone} ")[0], "%Y-%m-%d %H:%M:%S")
+    now = timezone.localtime(timezone.now(), UTC) if settings.USE_TZ else timezone.now()
+    assert abs(printed - now.replace(tzinfo=None)) < timedelta(seconds=5), (first, now)

@@ -2,6 +2,7 @@ import json
 import time
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
 from django_dbqueue.stats import Snapshot
@@ -64,7 +65,8 @@ def render(snap: Snapshot) -> str:
             ]
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = [f"Queues at {snap.at:%Y-%m-%d %H:%M:%S} UTC (database clock)"]
+    zone = "UTC" if settings.USE_TZ else settings.TIME_ZONE  # USE_TZ = False: local time
+    lines = [f"Queues at {snap.at:%Y-%m-%d %H:%M:%S} {zone} (database clock)"]
     for row in rows:
         lines.append(
             "  ".join(
