@@ -73,6 +73,27 @@ def test_pausequeue_returns_once_no_worker_claims_from_the_queue(runqueue):
     assert worker.wait() == 0
 
 
+def test_a_claim_that_outlasts_its_paused_set_gives_back_what_it_took_from_a_paused_queue():
+    """The worker's side of the wait above: a claim made with a paused set
+    read before the pause, that ends after the set went stale."""
+    from django_dbqueue.claiming import claim_from_queues
+    from django_dbqueue.pausing import pause
+    from django_dbqueue.tasks_api import task_backends
+    from django_dbqueue.worker.loop import Worker
+
+    backend = task_backends["default"]
+    worker = Worker(backend, ["default", "email"])
+    assert worker.pauses.unpaused(worker.queues) == ["default", "email"]
+    email, other = tasks.send_welcome.enqueue(1), tasks.add.enqueue(1, 1)
+    pause(backend, "email")
+    batch = claim_from_queues(Job.objects.all(), worker.pauses.unpaused(worker.queues), worker.name, 10, 60)
+    assert {job.pk for job in batch} == {int(email.id), int(other.id)}, "the set read before the pause"
+    worker.pauses.read_at -= worker.pauses.ttl  # the claim ended after the set went stale
+    assert [job.pk for job in worker._drop_paused(batch)] == [int(other.id)]
+    given_back = Job.objects.get(pk=email.id)
+    assert (given_back.status, given_back.owner, given_back.attempts) == ("READY", None, 0)
+
+
 def test_pausequeue_checks_every_queue_before_it_pauses_any():
     with pytest.raises(CommandError) as raised:
         call_command("pausequeue", "email", "nope", "sms")
