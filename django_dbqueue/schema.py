@@ -18,7 +18,7 @@ APP_LABEL = "django_dbqueue"
 # added it). PostgreSQL: undefined_table, undefined_column.
 MYSQL_MISSING = {1146, 1054}
 POSTGRES_MISSING = {"42P01", "42703"}
-SQLITE_MISSING = ("no such table: django_dbqueue_", "no such column", "has no column named")
+SQLITE_MISSING = ("no such table: ", "no such column", "has no column named")
 
 
 def unapplied_migrations(database: str) -> list[str]:
@@ -50,13 +50,14 @@ def not_migrated_message(alias: str, database: str, unapplied: list[str] | None 
         shown = ", ".join(unapplied[:3]) + (", ..." if len(unapplied) > 3 else "")
         missing = f"{len(unapplied)} of django_dbqueue's migrations ({shown}) are not applied to {where}"
     else:
-        missing = f"django_dbqueue's tables are missing or out of date on {where}"
+        missing = f"tables that migrate creates are missing or out of date on {where}"
     return f"The queue is not set up: {missing}. Run '{migrate_command(database)}' first."
 
 
 def is_missing_schema(exc: BaseException) -> bool:
-    """Whether a database error says a table or column of the queue is not
-    there, as it is before ``migrate`` (or after an upgrade without it)."""
+    """Whether a database error says a table or column is not there, as
+    before ``migrate`` (or after an upgrade without it). Only asked about the
+    queue's own statements (and the admin log's, for pausequeue)."""
     if not isinstance(exc, DatabaseError):
         return False
     cause = exc.__cause__

@@ -95,7 +95,18 @@ def test_enqueue_before_migrate_says_to_migrate(empty_database):
     assert run.returncode == 1
     last = run.stderr.strip().splitlines()[-1]
     assert re.fullmatch(
-        r"django_dbqueue\.exceptions\.QueueNotMigrated: The queue is not set up: django_dbqueue's "
-        rf"tables are missing or out of date on the database 'default'\. {MIGRATE}",
+        r"django_dbqueue\.exceptions\.QueueNotMigrated: The queue is not set up: tables that migrate "
+        rf"creates are missing or out of date on the database 'default'\. {MIGRATE}",
         last,
+    ), run.stderr
+
+
+@pytest.mark.parametrize("args", [["email"], []], ids=["pause", "list"])
+def test_pausequeue_before_migrate_says_to_migrate(empty_database, args):
+    run = manage("pausequeue", *args, **on_empty(empty_database))
+    assert run.returncode == 1
+    assert re.fullmatch(
+        r"CommandError: The queue is not set up: tables that migrate creates are missing or out of "
+        rf"date on the database 'default'\. {MIGRATE}\n",
+        run.stderr,
     ), run.stderr

@@ -9,7 +9,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_dbqueue.backend import DatabaseBackend
 from django_dbqueue.clock import read_database_now
+from django_dbqueue.exceptions import QueueNotMigrated
 from django_dbqueue.pausing import UnknownQueue, check_queue, pause, paused_queues, resume, settle_seconds
+from django_dbqueue.schema import schema_required
 
 from ._common import add_backend_argument, queue_backend
 
@@ -33,6 +35,13 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         backend = queue_backend(options["backend"])
+        try:
+            with schema_required(backend.alias, backend.database):
+                self._handle(backend, options)
+        except QueueNotMigrated as exc:
+            raise CommandError(str(exc)) from exc
+
+    def _handle(self, backend: DatabaseBackend, options: dict[str, Any]) -> None:
         names = list(dict.fromkeys(options["queues"]))
         if not names:
             if options["resume"]:
