@@ -41,14 +41,9 @@ def insert_or_holder(job: Job, using: str, on_duplicate: str) -> Job:
         # and the index read costs less than the INSERT and its savepoint.
         holder = rows.filter(unique_key=job.unique_key).first() if _held(job, using) else None
         if holder is None:
-            try:
-                # A savepoint inside the caller's transaction: a duplicate key
-                # must not spoil the rest of it (PostgreSQL aborts the transaction).
-                with transaction.atomic(using=using):
-                    insert_job(job, using)
+            if _inserted(job, using):
                 return job
-            except IntegrityError:  # a holder not committed when we looked
-                holder = rows.filter(unique_key=job.unique_key).first()
+            holder = rows.filter(unique_key=job.unique_key).first()  # not committed when we looked
         if holder is None:
             continue  # finished meanwhile: the key is free again
         if on_duplicate == "raise":
@@ -60,6 +55,24 @@ def insert_or_holder(job: Job, using: str, on_duplicate: str) -> Job:
     raise IntegrityError(
         f"The unique key {job.unique_key!r} was taken and freed {ROUNDS} times while enqueueing."
     )
+
+
+def _inserted(job: Job, using: str) -> bool:
+    """INSERT ``job``; False if the unique index refused its key."""
+    connection = connections[using]
+    try:
+        if connection.in_atomic_block or not connection.get_autocommit():
+            # A savepoint inside the caller's transaction: a duplicate key
+            # must not spoil the rest of it (PostgreSQL aborts the transaction).
+            with transaction.atomic(using=using):
+                insert_job(job, using)
+        else:
+            # In autocommit a refused INSERT spoils nothing, and a
+            # transaction of its own would cost three more round trips.
+            insert_job(job, using)
+    except IntegrityError:
+        return False
+    return True
 
 
 def _held(job: Job, using: str) -> bool:
