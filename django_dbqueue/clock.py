@@ -8,7 +8,7 @@ Times are in Django's form, as ``timezone.now()`` gives them: aware, in UTC,
 with ``USE_TZ = True``; naive local time in ``TIME_ZONE`` with ``USE_TZ =
 False``. The database's UTC clock is shifted by the zone's offset at that
 moment (on PostgreSQL the columns hold absolute times and need no shift).
-Local wall time is not monotonic: see "Time zones" in docs/databases.md.
+Local wall time is not monotonic: see "USE_TZ = False" in docs/databases.md.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
 
 
 class DbNow(Func):
-    """The database's current time, in UTC, inside a statement. Due times,
-    leases and their expiry are all compared with this, never with a worker
-    host's clock, so hosts whose clocks disagree still agree on who holds
-    what. MySQL's CURRENT_TIMESTAMP follows the session time zone; its
-    UTC_TIMESTAMP does not."""
+    """The database's current time, in Django's form, inside a statement.
+    Due times, leases and their expiry are all compared with this, never
+    with a worker host's clock, so hosts whose clocks disagree still agree
+    on who holds what. MySQL's CURRENT_TIMESTAMP follows the session time
+    zone; its UTC_TIMESTAMP does not."""
 
     template = "CURRENT_TIMESTAMP"
     output_field = DateTimeField()
@@ -42,7 +42,7 @@ class DbNow(Func):
             return sql, params
         # DATETIME columns hold local time when USE_TZ is False. A fixed
         # offset, not CONVERT_TZ(): that needs the server's zone tables.
-        return f"({sql} + INTERVAL %s MICROSECOND)", (*params, offset)
+        return f"({sql} + INTERVAL %s MICROSECOND)", [*params, offset]
 
     def as_postgresql(self, compiler, connection, **extra_context):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
         return self.as_sql(compiler, connection, template="STATEMENT_TIMESTAMP()", **extra_context)
