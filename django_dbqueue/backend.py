@@ -19,7 +19,7 @@ from .exceptions import JobCancelled, TaskResultNotLoadable
 from .inserting import insert_job
 from .keys import check_key_options, resolve_key
 from .options import OptionsError, QueueOptions, database_problem, entry_problems
-from .payload import encode_arguments
+from .payload import as_list, encode_arguments
 from .schema import schema_required
 from .tasks_api import (
     BaseTaskBackend,
@@ -277,7 +277,7 @@ class DatabaseBackend(BaseTaskBackend):
                 traceback=str(error.get("traceback", "")),
                 allowed_modules=self.config.ALLOWED_TASK_MODULES,
             )
-            for error in job.errors or []
+            for error in as_list(job.errors)
             if isinstance(error, dict)
         ]
         status = job.status
@@ -298,7 +298,7 @@ class DatabaseBackend(BaseTaskBackend):
             kwargs=job.kwargs if isinstance(job.kwargs, dict) else {},
             backend=self.alias,
             errors=errors,
-            worker_ids=list(job.worker_ids or []),
+            worker_ids=[str(worker) for worker in as_list(job.worker_ids)],
         )
         object.__setattr__(result, "_return_value", job.return_value)
         return result

@@ -3,6 +3,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from .fields import KeyField
+from .jsonfield import TolerantJSONField
 from .status import FINISHED, Status
 from .transitions import JobQuerySet, WorkerQuerySet
 
@@ -30,8 +31,8 @@ class Job(models.Model):
     task_path = models.CharField(max_length=255)
     queue_name = models.CharField(max_length=64, default="default", db_default="default")
     priority = models.SmallIntegerField(default=0, db_default=0)
-    args = models.JSONField(default=list, db_default=[])
-    kwargs = models.JSONField(default=dict, db_default={})
+    args = TolerantJSONField(default=list, db_default=[])
+    kwargs = TolerantJSONField(default=dict, db_default={})
     status = models.CharField(
         max_length=10, choices=Status.choices, default=Status.READY, db_default=Status.READY
     )
@@ -48,14 +49,14 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     last_attempted_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    return_value = models.JSONField(null=True, blank=True)
+    return_value = TolerantJSONField(null=True, blank=True)
     # The latest attempts' errors (payload.MAX_ERRORS), each with its
     # exception class, traceback, time and worker.
-    errors = models.JSONField(default=list, db_default=[], blank=True)
-    worker_ids = models.JSONField(default=list, db_default=[], blank=True)
+    errors = TolerantJSONField(default=list, db_default=[], blank=True)
+    worker_ids = TolerantJSONField(default=list, db_default=[], blank=True)
     # Earlier runs, one summary each, written when a finished job is requeued
     # (transitions.MAX_HISTORY of them), so that a requeued job starts clean.
-    history = models.JSONField(default=list, db_default=[], blank=True)
+    history = TolerantJSONField(default=list, db_default=[], blank=True)
     # Held only while the job is unfinished (READY or RUNNING): the transitions
     # that finish a job clear it, so a unique index enforces "one unfinished job
     # per key" without the partial index MySQL lacks (see unique.py).

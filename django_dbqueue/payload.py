@@ -30,10 +30,11 @@ def encode_arguments(args: Any, kwargs: Mapping[str, Any], limit: int) -> tuple[
     stored, or saying how far over ``limit`` (bytes) the encoded arguments are."""
     plain_args = _plain(list(args), "args", 0)
     plain_kwargs = _plain(dict(kwargs), "kwargs", 0)
-    size = encoded_size([plain_args, plain_kwargs], "The task's arguments")
+    what = "The task's arguments"
+    size = encoded_size(plain_args, what) + encoded_size(plain_kwargs, what)
     if size > limit:
         raise InvalidTaskArguments(
-            f"The task's arguments take {size} bytes as JSON, more than the limit of "
+            f"The task's arguments take {size} bytes as compact JSON, more than the limit of "
             f"{limit} (OPTIONS MAX_ARGUMENTS_BYTES). Store large data elsewhere and "
             "pass a key to it."
         )
@@ -53,16 +54,20 @@ def check_return_value(value: Any, limit: int) -> tuple[Any, int]:
         raise ResultNotStorable(str(exc)) from None
     if size > limit:
         raise ResultNotStorable(
-            f"The return value takes {size} bytes as JSON, more than the limit of {limit} "
+            f"The return value takes {size} bytes as compact JSON, more than the limit of {limit} "
             "(OPTIONS MAX_RETURN_BYTES). Store large results elsewhere and return a key to them."
         )
     return value, size
 
 
 def encoded_size(value: Any, what: str) -> int:
-    """Bytes ``value`` takes as stored (Django's JSONField escapes non-ASCII)."""
+    """The size limits' measure: UTF-8 bytes of ``value`` as compact JSON,
+    each character as itself rather than as a ``\\u`` escape, which is what
+    the SQL contract's ``dbqueue_enqueue()`` measures too (docs/settings.md).
+    Stored, Django's JSONField escapes non-ASCII: up to 3 times as many bytes."""
     try:
-        return len(json.dumps(value, separators=(",", ":")))
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        return len(text) if text.isascii() else len(text.encode("utf-8"))
     except ValueError as exc:  # an int too long to print, say
         raise InvalidTaskArguments(f"{what} cannot be stored as JSON: {exc}.") from None
 

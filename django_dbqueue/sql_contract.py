@@ -17,7 +17,9 @@ from typing import Any
 
 from django.db import DatabaseError
 
-VERSION = 1
+# 2: refuses numbers Python cannot read back (integers over 4,300 digits,
+# numbers beyond a double), and measures MAX_ARGUMENTS_BYTES as enqueue() does.
+VERSION = 2
 PROCEDURE = "dbqueue_enqueue"
 COMMENT = f"django-dbqueue SQL contract {VERSION}"
 
@@ -26,6 +28,8 @@ COMMENT = f"django-dbqueue SQL contract {VERSION}"
 # ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_PROCACCESS_DENIED_ERROR,
 # ER_BINLOG_CREATE_ROUTINE_NEED_SUPER.
 NOT_PERMITTED = frozenset({1044, 1142, 1227, 1370, 1419})
+# The most digits Python converts to an int by default (sys.int_info).
+INT_DIGITS = 4300
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,14 @@ REFUSALS = {
     "queue_length": "the queue name must be 1 to 64 characters long.",
     "priority": "priority must be between -100 and 100.",
     "max_attempts": "max_attempts must be at least 1.",
+    "long_integer": (
+        f"args and kwargs hold an integer of more than {INT_DIGITS:,} digits, more than Python "
+        "converts; send such numbers as strings."
+    ),
+    "not_finite": (
+        "args and kwargs hold a number at or beyond the largest double (1.7976931348623157e308), "
+        "which Python would read as infinity; send such numbers as strings."
+    ),
 }
 
 
@@ -107,6 +119,8 @@ BEGIN
     DECLARE v_priority INT DEFAULT COALESCE(p_priority, 0);
     DECLARE v_max_attempts INT DEFAULT COALESCE(p_max_attempts, {int(config.max_attempts)});
     DECLARE v_message VARCHAR(512);
+    DECLARE v_size BIGINT;
+    DECLARE v_long, v_huge INT;
     IF p_task_path IS NULL OR CHAR_LENGTH(p_task_path) NOT BETWEEN 3 AND 255
             OR p_task_path NOT REGEXP '^[A-Za-z_][A-Za-z0-9_]*([.][A-Za-z_][A-Za-z0-9_]*)+$' THEN
         {_refuse("task_path")}
@@ -126,10 +140,36 @@ BEGIN
     IF JSON_DEPTH(v_args) > 32 OR JSON_DEPTH(v_kwargs) > 32 THEN
         {_refuse("depth")}
     END IF;
-    IF LENGTH(v_args) + LENGTH(v_kwargs) > {int(config.max_argument_bytes)} THEN
-        SET v_message = CONCAT('dbqueue_enqueue: args and kwargs take ', LENGTH(v_args) + LENGTH(v_kwargs),
-            ' bytes, more than the limit of {int(config.max_argument_bytes)} (MAX_ARGUMENTS_BYTES).');
+    -- As enqueue() measures: compact JSON, in UTF-8 bytes.
+    SET v_size = LENGTH(JSON_COMPACT(v_args)) + LENGTH(JSON_COMPACT(v_kwargs));
+    IF v_size > {int(config.max_argument_bytes)} THEN
+        SET v_message = CONCAT('dbqueue_enqueue: args and kwargs take ', v_size,
+            ' bytes as compact JSON, more than the limit of {int(config.max_argument_bytes)} ',
+            '(MAX_ARGUMENTS_BYTES).');
         {_signal("v_message")}
+    END IF;
+    -- Numbers Python cannot read back: an integer of more digits than it
+    -- converts, or a float beyond a double. Only text with 210 digits in a
+    -- row or an exponent of 100 or more can hold one (strings included, so
+    -- the test is cheap): just then is every value looked at, as JSON, so
+    -- that digits inside strings never count.
+    IF CONCAT(v_args, ' ', v_kwargs) REGEXP '[0-9]{{210}}|[eE][+]?0*[1-9][0-9]{{2}}' THEN
+        SELECT COALESCE(SUM(j REGEXP '^-?[0-9]{{{INT_DIGITS + 1},}}$'), 0),
+               COALESCE(SUM(j REGEXP '^-?[0-9]+[.eE]' AND ABS(d) >= 1.7976931348623157e308), 0)
+            INTO v_long, v_huge
+            FROM (SELECT j, d FROM JSON_TABLE(JSON_EXTRACT(v_args, '$**[*]', '$**.*'),
+                      '$[*]' COLUMNS (j JSON PATH '$', d DOUBLE PATH '$')) AS a
+                  UNION ALL
+                  SELECT j, d FROM JSON_TABLE(JSON_EXTRACT(v_kwargs, '$**[*]', '$**.*'),
+                      '$[*]' COLUMNS (j JSON PATH '$', d DOUBLE PATH '$')) AS k) AS scalars
+            -- Containers convert to NULL; a float beyond a double, to the largest one.
+            WHERE d IS NOT NULL;
+        IF v_long > 0 THEN
+            {_refuse("long_integer")}
+        END IF;
+        IF v_huge > 0 THEN
+            {_refuse("not_finite")}
+        END IF;
     END IF;
     IF CHAR_LENGTH(v_queue) NOT BETWEEN 1 AND 64 THEN
         {_refuse("queue_length")}
@@ -191,7 +231,7 @@ def installed_limits(connection: Any) -> tuple[int, int] | None:
     see its body, or the body is not one this version wrote."""
     body = _installed_body(connection)
     attempts = re.search(r"COALESCE\(p_max_attempts, (\d+)\)", body or "")
-    size = re.search(r"LENGTH\(v_kwargs\) > (\d+) THEN", body or "")
+    size = re.search(r"(?:LENGTH\(v_kwargs\)|v_size) > (\d+) THEN", body or "")
     if attempts is None or size is None:
         return None
     return int(attempts.group(1)), int(size.group(1))

@@ -132,7 +132,7 @@ REFUSED_CALLS = [
         "NULL",
         "NULL",
         "NULL",
-        "args and kwargs take 1000006 bytes, more than the limit of 1000000",
+        "args and kwargs take 1000006 bytes as compact JSON, more than the limit of 1000000",
     ),
     (
         "'demo.tasks.add'",

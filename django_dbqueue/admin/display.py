@@ -20,6 +20,7 @@ from django.utils.timezone import localtime
 from django.utils.translation import ngettext
 
 from ..clock import as_stored
+from ..jsonfield import Undecodable
 
 UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
 
@@ -41,6 +42,12 @@ def status_badge(status: str) -> SafeString:
 
 
 def pretty_json(value: Any) -> SafeString:
+    if isinstance(value, Undecodable):  # shown as stored, with why Python cannot read it
+        return format_html(
+            '<p class="dbqueue-undecodable">{}</p><pre class="dbqueue-json">{}</pre>',
+            f"Python cannot decode this text as stored: {value.reason}.",
+            printable(value.raw),
+        )
     text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=repr)
     return format_html('<pre class="dbqueue-json">{}</pre>', printable(text))
 

@@ -22,6 +22,7 @@ from ..clock import DatabaseClock
 from ..db import DB_ERRORS, Outage, StatementRefused, brief, drop_connection, is_outage, persist
 from ..db import retry_on_conflict as retried
 from ..exceptions import JobNotRunnable, ResultNotStorable, WorkerStopped
+from ..jsonfield import Undecodable
 from ..payload import as_list, bounded_text, check_return_value
 from ..status import Status
 from ..tasks_api import Task, TaskContext, task_finished, task_started
@@ -243,6 +244,12 @@ def resolve(job: Job) -> Task:
         raise JobNotRunnable(str(exc)) from exc
     except Exception as exc:  # the module itself is broken
         raise JobNotRunnable(f"Importing the task path {job.task_path!r} failed: {exc!r}.") from exc
+    for stored in (job.args, job.kwargs):
+        if isinstance(stored, Undecodable):
+            raise JobNotRunnable(
+                f"The job's {stored.reason}, so it cannot run. Enqueue the call again with "
+                "values Python can read; the row keeps the stored text (see the job's admin page)."
+            )
     if not isinstance(job.args, list) or not isinstance(job.kwargs, dict):
         raise JobNotRunnable(
             f"The job's args must be a JSON list and its kwargs a JSON object, "

@@ -1,0 +1,172 @@
+"""JSON columns whose reading never raises.
+
+A job row may come from anywhere (a plain SQL INSERT, another language, an
+attacker with INSERT rights) and hold any text the database's JSON check
+accepts. Some of that Python cannot turn into values: an integer of more
+digits than Python converts (4,300 by default), a number beyond a float's
+range (``1e400`` would read as infinity), nesting deeper than the queue
+stores, or more than Python's recursion can decode. Django's JSONField
+raises then, inside whatever query read the row: the claim, so one row
+would stop the worker and every worker after it.
+
+:class:`TolerantJSONField` reads such a column as an :class:`Undecodable`
+holding the stored text and the reason, so that the row still loads: the
+worker fails that job's attempt with the reason (``JobNotRunnable``), the
+admin shows the text, and saving the row writes the text back unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any
+
+from django.db import models
+from django.db.models.fields.json import KeyTransform
+
+from .payload import MAX_NESTING
+
+# Columns named in the plural ("args hold ..."); the others take "holds".
+PLURAL = frozenset({"args", "kwargs", "errors", "worker_ids"})
+
+
+class Undecodable:
+    """A JSON column's stored text that Python could not decode, and why.
+    ``reason`` names the column: ``"args hold an integer of 4,500 digits, ..."``."""
+
+    __slots__ = ("raw", "reason")
+
+    def __init__(self, raw: str, reason: str) -> None:
+        self.raw = raw
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"<Undecodable: {self.reason}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Undecodable) and (other.raw, other.reason) == (self.raw, self.reason)
+
+    def __hash__(self) -> int:
+        return hash(self.raw)
+
+
+class _NotFinite(ValueError):
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+class _LongInteger(ValueError):
+    def __init__(self, digits: int) -> None:
+        super().__init__(digits)
+        self.digits = digits
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(text)
+    return value
+
+
+def _no_constant(text: str) -> float:
+    # NaN, Infinity and -Infinity: Python's extension, not JSON.
+    raise _NotFinite(text)
+
+
+def _checked_int(text: str) -> int:
+    limit = sys.get_int_max_str_digits()
+    digits = len(text.lstrip("-"))
+    if limit and digits > limit:
+        raise _LongInteger(digits)
+    return int(text)
+
+
+def decode(raw: str, column: str) -> Any:
+    """``raw`` (a JSON column's text) as Python values, or an
+    :class:`Undecodable` saying why it cannot be."""
+    # Floats and the non-JSON constants go through hooks (a Python call per
+    # float, none per int or string); an over-long integer is told apart
+    # only after a failure, so the common path stays the C decoder's.
+    hold, are = ("hold", "are") if column in PLURAL else ("holds", "is")
+    try:
+        value = json.loads(raw, parse_float=_finite_float, parse_constant=_no_constant)
+    except _NotFinite as exc:
+        return Undecodable(raw, f"{column} {hold} the number {_cut(exc.text)}, beyond a float's range")
+    except RecursionError:
+        return Undecodable(raw, f"{column} {are} nested too deep for Python to decode")
+    except ValueError as exc:
+        return Undecodable(raw, f"{column} {_why(raw, exc, hold, are)}")
+    if _deeper_than(value, raw, MAX_NESTING):
+        return Undecodable(
+            raw, f"{column} {are} nested more than {MAX_NESTING} lists or objects deep, the queue's limit"
+        )
+    return value
+
+
+def _why(raw: str, exc: ValueError, hold: str, are: str) -> str:
+    if not isinstance(exc, json.JSONDecodeError):
+        try:  # again, counting digits: the int-string limit is the usual cause
+            json.loads(raw, parse_int=_checked_int, parse_float=_finite_float, parse_constant=_no_constant)
+        except _LongInteger as long:
+            limit = sys.get_int_max_str_digits()
+            return f"{hold} an integer of {long.digits:,} digits, more than Python's limit of {limit:,}"
+        except (ValueError, RecursionError):
+            pass
+    return f"{are} not JSON that Python can decode ({_cut(str(exc))})"
+
+
+def _cut(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def _deeper_than(value: Any, raw: str, limit: int) -> bool:
+    # Counting brackets (in C) rules out nearly every row without a walk:
+    # fewer opening brackets in all than the limit, fewer levels too.
+    if raw.count("[") + raw.count("{") <= limit:
+        return False
+    level: list[tuple[Any, int]] = [(value, 1)]
+    while level:  # a walk without recursion, so that no depth can raise here
+        item, depth = level.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, (list, dict)):
+                if depth >= limit:
+                    return True
+                level.append((child, depth + 1))
+    return False
+
+
+class TolerantJSONField(models.JSONField):
+    """A JSONField whose reading never raises: what Python cannot decode
+    comes back as an :class:`Undecodable`, and is written back as it was."""
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        if value is None:
+            return value
+        if isinstance(value, bytes):  # a driver that hands over JSON as bytes
+            value = value.decode("utf-8", "replace")
+        if not isinstance(value, str):
+            # Already a value: SQLite hands over a key's number as one.
+            return value
+        decoded = decode(value, self.name)
+        if isinstance(decoded, Undecodable) and isinstance(expression, KeyTransform):
+            # A key's value, such as SQLite's unquoted string: as Django's
+            # own field does, the text as it came.
+            return value
+        return decoded
+
+    def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        if isinstance(value, Undecodable):
+            return _raw_json(value.raw, connection)
+        return super().get_db_prep_value(value, connection, prepared)
+
+
+def _raw_json(text: str, connection: Any) -> Any:
+    """``text``, already JSON, as the database driver takes a JSON value."""
+    if connection.vendor == "postgresql":
+        from django.db.backends.postgresql.psycopg_any import Jsonb
+
+        return Jsonb(text, dumps=lambda stored: stored)
+    return text
