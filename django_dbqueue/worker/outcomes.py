@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from django.db import DataError, IntegrityError
 
 from ..db import DB_ERRORS, StatementRefused, drop_connection, is_outage
-from ..tasks_api import Task, task_finished
+from ..tasks_api import API_MODULE, Task, task_finished
 from ..transitions import Finished, statements
 
 if TYPE_CHECKING:
@@ -116,25 +116,22 @@ class OneTraceback(logging.Filter):
     failure with its traceback (execution.py), then sends ``task_finished``
     from inside a handler of that exception, so that receivers can read it;
     Django's own receiver logs a ``state=FAILED`` line that attaches it
-    again. Installed on the ``django.tasks`` logger of a worker process
-    (where every task_finished is this worker's), it keeps Django's line
-    and drops its copy of the traceback, as long as ours is shown."""
+    again. Installed on the tasks API's logger (``django.tasks``, or the
+    backport's ``django_tasks``) in a worker process, where every
+    task_finished is this worker's, it keeps Django's line and drops its
+    copy of the traceback, as long as ours is shown."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and record.msg == DJANGO_FINISHED and _failures_shown():
+        if record.exc_info and record.funcName == "log_task_finished" and _failures_shown():
             record.exc_info, record.exc_text = None, None
         return True
 
     def __enter__(self) -> OneTraceback:
-        logging.getLogger("django.tasks").addFilter(self)
+        logging.getLogger(API_MODULE).addFilter(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        logging.getLogger("django.tasks").removeFilter(self)
-
-
-# The message of django.tasks.signals.log_task_finished.
-DJANGO_FINISHED = "Task id=%s path=%s state=%s"
+        logging.getLogger(API_MODULE).removeFilter(self)
 
 
 def _failures_shown() -> bool:
