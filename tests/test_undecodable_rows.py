@@ -13,6 +13,7 @@ from django.db import connection
 from django_dbqueue.jsonfield import Undecodable
 from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import task_backends
+from tests.conftest import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 NOT_RUNNABLE = "django_dbqueue.exceptions.JobNotRunnable"
@@ -252,3 +253,42 @@ def test_the_procedure_and_enqueue_measure_arguments_alike():
     with pytest.raises(OperationalError, match=f"take {size} bytes as compact JSON"):
         call_enqueue(json.dumps(["é" * (fits + 1)], ensure_ascii=False))
     assert Job.objects.count() == 2
+
+
+def test_bookkeeping_columns_python_cannot_decode_stop_nothing(runqueue, admin_client):
+    """errors, worker_ids, history and return_value are the workers' own,
+    but a plain INSERT or UPDATE can write anything there: a valid call
+    still runs, a dead worker's such job is still recovered, and either can
+    be requeued."""
+    junk = {
+        "errors": f"[{LONG}]",
+        "worker_ids": f'["w", {LONG}]',
+        "history": f"[{LONG}]",
+        "return_value": LONG,
+    }
+    ready = insert("demo.tasks.add", "[2, 3]")
+    lost = insert("demo.tasks.add", "[4, 5]")
+    with connection.cursor() as cursor:
+        for pk in (ready, lost):
+            columns = ", ".join(f"{name} = %s" for name in junk)
+            cursor.execute(f"UPDATE django_dbqueue_job SET {columns} WHERE id = %s", [*junk.values(), pk])
+    # Claimed by a worker that died at once: its lease ran out long ago.
+    Job.objects.filter(pk=lost).update(
+        status="RUNNING", owner="dead:1:x", lease_expires_at="2020-01-01T00:00Z"
+    )
+    job = Job.objects.get(pk=ready)
+    assert all(isinstance(getattr(job, name), Undecodable) for name in junk)
+    assert admin_client.get(f"/admin/django_dbqueue/job/{ready}/change/").status_code == 200
+
+    worker = runqueue("--processes", "1")
+
+    def finished() -> list:
+        rows = list(Job.objects.filter(pk__in=[ready, lost]).order_by("pk"))
+        return rows if all(row.status == "SUCCESSFUL" for row in rows) else []
+
+    done = wait_for(finished, timeout=60)
+    assert [(row.return_value, row.attempts) for row in done] == [(5, 1), (9, 1)]
+    assert Job.objects.filter(pk__in=[ready, lost]).requeue() == 2
+    assert [len(row.history) for row in Job.objects.filter(pk__in=[ready, lost])] == [1, 1]
+    worker.signal(15)
+    assert worker.wait(30) == 0
