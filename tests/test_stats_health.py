@@ -2,6 +2,7 @@
 
 import io
 import json
+import os
 import re
 import signal
 import socket
@@ -114,6 +115,14 @@ def test_a_new_worker_is_visible_with_its_start_time_as_soon_as_it_starts(runque
     assert all(timedelta(0) <= row.started_at - before < timedelta(seconds=8) for row in rows), [
         (row.started_at, before) for row in rows
     ]
+    # A worker killed outside: its row goes, its replacement's comes, both long before the next beat.
+    victim = rows[0].pid
+    os.kill(victim, signal.SIGKILL)
+    wait_for(
+        lambda: set(Worker.objects.values_list("pid", flat=True)) == set(worker.children()) - {victim},
+        timeout=8,
+    )
+    wait_for(lambda: Worker.objects.count() == 2, timeout=8)
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
     assert not Worker.objects.exists(), "a stopped worker's row is gone"
