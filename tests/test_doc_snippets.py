@@ -116,7 +116,7 @@ def write(project: TutorialProject, snippet: Snippet, pristine: str) -> None:
     code = snippet.body.partition("\n")[2] if HEADER.match(snippet.body) else snippet.body
     if name in ("settings.py", "urls.py"):
         target = project.cwd / "mysite" / name
-        if "INSTALLED_APPS" in code:
+        if re.search(r'^INSTALLED_APPS .*"django_dbqueue"', code, re.M):
             # It sets a project up: on startproject's settings, with the project's own apps.
             target.write_text(f'{pristine}\n{code}INSTALLED_APPS += ["greetings", "myapp"]\n')
         else:
@@ -164,27 +164,42 @@ def runnable(page: Path) -> list[Snippet]:
     return [s for s in snippets(page) if s.marker != "skip" and not s.on_mariadb]
 
 
+def run_shell(project: TutorialProject, modules: list[str], shell: list[Snippet]) -> None:
+    """One shell session: import the task modules written so far, then run the blocks."""
+    blocks = [(s.where, s.body) for s in shell]
+    for where, body in blocks:
+        assert "@task" not in body, f"{where}: a task belongs in a module; head the block # myapp/tasks.py"
+    code = RUNNER.format(modules=modules, blocks=blocks)
+    output = project.run(["python", "manage.py", "shell", "-c", code])
+    assert json.loads(output.splitlines()[-1]) == [where for where, _ in blocks]
+
+
 @sqlite_run_only
 @pytest.mark.parametrize("page", [p for p in PAGES if runnable(p)], ids=lambda page: page.name)
 def test_the_pages_snippets_run_as_pasted(page, base_project, tmp_path):
+    """The page's blocks in order: files written, Python pasted into a shell
+    (one session until a command interrupts it), commands run."""
     base, pristine = base_project
-    found = runnable(page)
     shutil.copytree(base, tmp_path / "project")
     project = TutorialProject(tmp_path / "project")
     project.cwd = tmp_path / "project" / "mysite"
-    for snippet in (s for s in found if s.file):
-        write(project, snippet, pristine)
+    modules: list[str] = []
+    shell: list[Snippet] = []
+    for snippet in runnable(page):
+        if snippet.file:
+            write(project, snippet, pristine)
+            if "/" in snippet.file:
+                modules.append(snippet.file.removesuffix(".py").replace("/", "."))
+        elif snippet.lang == "python":
+            shell.append(snippet)
+        else:
+            if shell:
+                run_shell(project, modules, shell)
+                shell = []
+            assert run_console(project, snippet) or snippet.body.startswith("$ pip install"), snippet.where
+    if shell:
+        run_shell(project, modules, shell)
     project.run(["python", "manage.py", "check"])
-    modules = [s.file.removesuffix(".py").replace("/", ".") for s in found if s.file and "/" in s.file]
-    blocks = [(s.where, s.body) for s in found if s.lang == "python" and not s.file]
-    for where, body in blocks:
-        assert "@task" not in body, f"{where}: a task belongs in a module; head the block # myapp/tasks.py"
-    output = project.run(
-        ["python", "manage.py", "shell", "-c", RUNNER.format(modules=modules, blocks=blocks)]
-    )
-    assert json.loads(output.splitlines()[-1]) == [where for where, _ in blocks]
-    for snippet in (s for s in found if s.lang == "console"):
-        assert run_console(project, snippet) or snippet.body.startswith("$ pip install"), snippet.where
 
 
 def test_every_marker_marks_a_snippet_and_few_are_skipped():
@@ -210,9 +225,18 @@ def databases_of(settings: str) -> dict:
 
 
 def mariadb_root():
+    """A connection as the test suite's MariaDB user, who may create databases and users."""
     import MySQLdb
+    from django.conf import settings
 
-    return MySQLdb.connect(host="127.0.0.1", user="root", passwd="", autocommit=True)
+    suite = settings.DATABASES["default"]
+    return MySQLdb.connect(
+        host=suite["HOST"],
+        user=suite["USER"],
+        passwd=suite["PASSWORD"],
+        port=int(suite["PORT"] or 3306),
+        autocommit=True,
+    )
 
 
 @pytest.fixture
