@@ -179,3 +179,29 @@ def test_a_limit_of_two_holds_and_is_used_while_four_workers_drain_one_key(runqu
     # other worker is between its record and its next claim (a few commits).
     assert both > 0.4, f"only {both:.0%} of jobs started with the other slot held"
     assert len(set(Execution.objects.values_list("pid", flat=True))) == 4, "all four workers took part"
+
+
+@needs_row_locks
+@pytest.mark.django_db(transaction=True)
+def test_four_workers_never_run_two_jobs_of_key_x_beside_a_key_X(runqueue):
+    # The case: once key "X" has its lock row, a case-insensitive
+    # collation made claims of "x" lock and count "X" instead, so every
+    # worker took an "x" job.
+    one = per_customer.using(concurrency_limit=1)
+    one.enqueue("X", 0, 0)
+    assert runqueue("--burst", "--queue", "default").wait() == 0
+    total = 40
+    bulk_enqueue(one, [(("x", i, 0.05), {}) for i in range(1, total + 1)])
+    hosts = [runqueue("--processes", "2", "--queue", "default") for _ in range(2)]
+
+    wait_for(lambda: Job.objects.filter(status="SUCCESSFUL").count() == total + 1, timeout=120, interval=0.5)
+    for host in hosts:
+        host.signal(signal.SIGTERM)
+        assert host.wait() == 0
+
+    marks = Execution.objects.values_list("key", "at")
+    starts = {int(k[6:]): at for k, at in marks if k.startswith("start:") and k != "start:0"}
+    ends = {int(k[4:]): at for k, at in marks if k.startswith("end:") and k != "end:0"}
+    assert len(starts) == len(ends) == total
+    assert overlap(starts, ends)[0] == 1, "never two jobs of key x at once"
+    assert set(Job.objects.filter(concurrency_key="customer:x").values_list("return_value", flat=True)) == {1}
