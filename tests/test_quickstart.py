@@ -35,7 +35,7 @@ def quickstart() -> tuple[str, list[tuple[str, str]]]:
 
 
 # The Quickstart's MySQL/MariaDB DATABASES statement, which it says to leave out for SQLite.
-MYSQL_DATABASES = re.compile(r"^DATABASES = \{  # MySQL or MariaDB .*?^\}\n", flags=re.M | re.S)
+MYSQL_DATABASES = re.compile(r"^DATABASES = \{  # MySQL or MariaDB\b.*?^\}\n", flags=re.M | re.S)
 
 
 def for_sqlite(settings: str) -> str:
