@@ -6,7 +6,9 @@ from datetime import timezone as dt_timezone
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.utils import timezone
 
+from django_dbqueue.clock import as_stored
 from django_dbqueue.models import Job, ScheduledRun
 from tests.admin_helpers import staff
 
@@ -31,10 +33,9 @@ def scheduled(settings):
 
 
 def test_the_page_lists_each_schedule_with_its_last_and_next_run(client, scheduled):
-    ScheduledRun.objects.create(
-        schedule="nightly", scheduled_at=datetime(2026, 1, 1, 1, 30, tzinfo=UTC), job_id=7
-    )
-    ScheduledRun.objects.create(schedule="gone", scheduled_at=datetime(2026, 1, 2, tzinfo=UTC))
+    last = as_stored(datetime(2026, 1, 1, 1, 30, tzinfo=UTC))  # naive local time with USE_TZ = False
+    ScheduledRun.objects.create(schedule="nightly", scheduled_at=last, job_id=7)
+    ScheduledRun.objects.create(schedule="gone", scheduled_at=as_stored(datetime(2026, 1, 2, tzinfo=UTC)))
     client.force_login(staff("viewer", "view_job"))
     page = client.get(PAGE)
     assert page.status_code == 200
@@ -44,7 +45,8 @@ def test_the_page_lists_each_schedule_with_its_last_and_next_run(client, schedul
     assert nightly.next_run.astimezone(UTC).minute == 30 and nightly.next_run.astimezone(UTC).hour in (0, 1)
     assert (gone.name, gone.schedule, gone.next_run) == ("gone", None, None)
     text = page.content.decode()
-    assert "2026-01-01 01:30:00" in text and "(removed from settings)" in text
+    shown = timezone.localtime(last) if timezone.is_aware(last) else last
+    assert f"{shown:%Y-%m-%d %H:%M:%S}" in text and "(removed from settings)" in text
     assert "Run now" not in text, "only for whoever may run schedules"
 
 

@@ -165,7 +165,7 @@ def test_a_post_another_moderator_holds_can_be_read_but_not_changed(client):
     assert 'name="_save"' not in page.content.decode(), "no save button"
     assert [str(m) for m in page.context["messages"]] == [
         f"Post “{held}” is being reviewed by alice until "
-        f"{localize(timezone.localtime(Post.objects.get(pk=held.pk).claim_expires_at))}; "
+        f"{localize(timezone.template_localtime(Post.objects.get(pk=held.pk).claim_expires_at))}; "
         "you can look at it, but not change it until they finish or their claim runs out."
     ]
 
