@@ -11,7 +11,8 @@ added from README.md. Each page runs in its own copy of that project:
 - a console block's ``python manage.py`` commands run, and their output is
   compared with the output shown (``…`` stands for what changes); a
   ``pip install`` line must name this package and its real extras;
-- SQL blocks, and Python settings for MySQL, run on MariaDB (the test below).
+- SQL blocks, and Python settings for MySQL, run on MariaDB
+  (tests/test_doc_snippets_mariadb.py).
 
 A block that cannot run in that project says why in an HTML comment on the
 line before it: ``<!-- snippet: skip (reason) -->``, or ``<!-- snippet:
@@ -21,7 +22,6 @@ README's Quickstart in tests/test_quickstart.py."""
 
 import importlib.metadata
 import json
-import os
 import re
 import shlex
 import shutil
@@ -210,96 +210,3 @@ def test_every_marker_marks_a_snippet_and_few_are_skipped():
     # Few, each with its reason on the page; most blocks run.
     assert len(skipped) <= 15 and len(every) - len(skipped) >= 25, (len(every), skipped)
     assert all(HEADER.match(s.body) for s in every if s.lang == "python" and "add at the end" in s.body)
-
-
-def sql_statements(block: str) -> list[str]:
-    """A block's statements, each without its trailing ``;`` and comments."""
-    code = re.sub(r"--[^\n]*", "", block)
-    return [statement.strip() for statement in code.split(";") if statement.strip()]
-
-
-def databases_of(settings: str) -> dict:
-    namespace: dict = {"INSTALLED_APPS": []}
-    exec(settings, namespace)
-    return namespace["DATABASES"]
-
-
-def mariadb_root():
-    """A connection as the test suite's MariaDB user, who may create databases and users."""
-    import MySQLdb
-    from django.conf import settings
-
-    suite = settings.DATABASES["default"]
-    return MySQLdb.connect(
-        host=suite["HOST"],
-        user=suite["USER"],
-        passwd=suite["PASSWORD"],
-        port=int(suite["PORT"] or 3306),
-        autocommit=True,
-    )
-
-
-@pytest.fixture
-def site_database():
-    """The name and password the pages' `mysite` and `secret` stand for here."""
-    name, password = f"{os.environ.get('DBQUEUE_DB_NAME', 'dbqueue')}_snippets", "snippets-pw"
-    yield name, password
-    with mariadb_root() as root:
-        root.cursor().execute(f"DROP DATABASE IF EXISTS {name}")
-        root.cursor().execute(f"DROP USER IF EXISTS '{name}'@'localhost'")
-
-
-@pytest.mark.skipif(os.environ.get("DBQUEUE_DATABASE") != "mariadb", reason="runs with the MariaDB suite")
-def test_the_mariadb_snippets_run_as_pasted(site_database, tmp_path):
-    """databases.md's setup, the Quickstart's DATABASES, and the SQL of the pages
-    as a producer runs it; the jobs it enqueues then run to their success."""
-    name, password = site_database
-    ours = lambda text: text.replace("mysite", name).replace("secret", password)  # noqa: E731
-    every = {s.where: s for page in PAGES for s in snippets(page) if s.on_mariadb and s.marker != "skip"}
-    [setup] = [s for s in every.values() if s.body.startswith("CREATE DATABASE")]
-    with mariadb_root() as root:
-        root.cursor().execute(f"DROP USER IF EXISTS '{name}'@'localhost'")
-        root.cursor().execute(f"DROP DATABASE IF EXISTS {name}")
-        for statement in sql_statements(ours(setup.body)):
-            root.cursor().execute(statement)
-
-    project, pristine = snippet_project(tmp_path / "project")
-    readme = next(body for lang, body in quickstart()[1] if "settings.py" in body)
-    [documented] = [s for s in every.values() if s.lang == "python"]
-    assert "DATABASES = {" in readme and documented.file == "settings.py"
-    assert databases_of(readme) == databases_of(documented.body), "the Quickstart's is databases.md's"
-    settings = project.cwd / "mysite" / "settings.py"
-    settings.write_text(with_quickstart_settings(pristine, ours(readme)))
-    project.run(["python", "manage.py", "migrate"])
-
-    import MySQLdb
-
-    producer = MySQLdb.connect(host="localhost", user=name, passwd=password, db=name, autocommit=True)
-    answers: dict[str, list[tuple]] = {}
-    job_ids = []
-    for where, snippet in every.items():
-        if snippet.lang != "sql" or snippet is setup:
-            continue
-        cursor = producer.cursor()
-        for statement in sql_statements(snippet.body):
-            # A driver's placeholder, for the job the page enqueued last.
-            cursor.execute(statement.replace("?", "%s"), [job_ids[-1]] if "?" in statement else None)
-            answers[where] = list(cursor.fetchall() or [])
-            if re.match(r"SELECT (LAST_INSERT_ID\(\)|@job_id)$", statement):
-                job_ids.append(answers[where][0][0])
-    assert len(job_ids) == 2, answers
-    answer = {every[where].body.split()[1]: rows for where, rows in answers.items()}
-    assert answer["status,"][0][:1] == ("READY",), answers
-
-    # Ten minutes later (the INSERT's job is due then), a worker runs both.
-    producer.cursor().execute("UPDATE django_dbqueue_job SET run_after = UTC_TIMESTAMP(6)")
-    project.run(["python", "manage.py", "runqueue", "--burst"])
-    cursor = producer.cursor()
-    cursor.execute("SELECT id, status, CAST(return_value AS CHAR) FROM django_dbqueue_job ORDER BY id")
-    assert cursor.fetchall() == tuple((job_id, "SUCCESSFUL", '"Welcome, user 42!"') for job_id in job_ids)
-
-    # The procedure's version, as the page states it: one row, this database's.
-    [version] = re.findall(
-        r"\*\*Contract version: (\d+)\*\*", (ROOT / "docs" / "sql-contract.md").read_text()
-    )
-    assert answer["routine_comment"] == [(f"django-dbqueue SQL contract {version}",)]
