@@ -48,7 +48,8 @@ def not_migrated_message(alias: str, database: str, unapplied: list[str] | None 
         where += f' (OPTIONS["DATABASE"] of the task backend {alias!r})'
     if unapplied:
         shown = ", ".join(unapplied[:3]) + (", ..." if len(unapplied) > 3 else "")
-        missing = f"{len(unapplied)} of django_dbqueue's migrations ({shown}) are not applied to {where}"
+        verb = "is" if len(unapplied) == 1 else "are"
+        missing = f"{len(unapplied)} of django_dbqueue's migrations ({shown}) {verb} not applied to {where}"
     else:
         missing = f"tables that migrate creates are missing or out of date on {where}"
     return f"The queue is not set up: {missing}. Run '{migrate_command(database)}' first."

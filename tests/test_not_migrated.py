@@ -110,3 +110,16 @@ def test_pausequeue_before_migrate_says_to_migrate(empty_database, args):
         rf"date on the database 'default'\. {MIGRATE}\n",
         run.stderr,
     ), run.stderr
+
+
+def test_runqueue_refuses_to_start_after_an_upgrade_without_migrate(empty_database):
+    """The tables are there, but not the latest migration's changes."""
+    env = on_empty(empty_database)
+    assert manage("migrate", "django_dbqueue", "0006", **env).returncode == 0
+    run = manage("runqueue", "--burst", **env)
+    assert run.returncode == 1, run.stderr
+    assert re.fullmatch(
+        r"CommandError: The queue is not set up: (\d+) of django_dbqueue's migrations \(0007_\w+(, \w+)*\) "
+        rf"(is|are) not applied to the database 'default'\. {MIGRATE}\n",
+        run.stderr,
+    ), run.stderr
