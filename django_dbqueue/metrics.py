@@ -59,12 +59,13 @@ class QueueCollector:
         from prometheus_client.core import GaugeMetricFamily
 
         up = GaugeMetricFamily("dbqueue_database_up", "1 if the queue's database answered this scrape.")
+        known = known_queues(self.backend)
         try:
             snap = snapshot(
                 self.backend.database,
                 minutes=1,
                 alive_within=self.backend.config.LEASE_SECONDS,
-                configured=sorted(known := known_queues(self.backend)),
+                configured=sorted(known),
             )
         except DB_ERRORS as exc:
             logger.warning("Metrics: the database did not answer (%s).", brief(exc))
@@ -83,6 +84,8 @@ class QueueCollector:
             labels=["queue"],
         )
         paused = GaugeMetricFamily("dbqueue_queue_paused", "1 if the queue is paused.", labels=["queue"])
+        # A queue a live worker serves is known too (QUEUES may be empty: any queue).
+        known.update(name for worker in snap.workers for name in worker.queues if isinstance(name, str))
         for q in labelled(snap.queues, known):
             for status, n in q.counts.items():
                 jobs.add_metric([q.name, status], n)
@@ -111,14 +114,16 @@ def known_queues(backend: DatabaseBackend) -> set[str]:
 
 
 def labelled(queues: list[QueueFigures], known: set[str]) -> list[QueueFigures]:
-    """``queues`` with every queue that is neither ``known`` nor paused
-    folded into one :data:`OTHER` entry (always there, zero if nothing is
-    folded): a queue name is whatever a row says, and a series per typo or
-    made-up name would grow without bound (3,000 names made 24,000 series)."""
+    """Every ``known`` queue and every paused one, then one :data:`OTHER`
+    entry (always there, zero if empty) that sums all the other queues: a
+    queue name is whatever a row says, and a series per typo or made-up
+    name would grow without bound (3,000 names made 24,026 series)."""
     own = [q for q in queues if q.name in known or q.paused]
+    names = {q.name for q in own}
+    own += [QueueFigures(name) for name in sorted(known - names)]  # known, no jobs yet
     other = QueueFigures(OTHER)
     for q in queues:
-        if q in own:
+        if q.name in names:
             continue
         for status, n in q.counts.items():
             other.counts[status] = other.counts.get(status, 0) + n

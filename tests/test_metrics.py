@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 
 from demo import tasks
 from django_dbqueue.clock import read_database_now
-from django_dbqueue.models import Job, PausedQueue
+from django_dbqueue.models import Job, PausedQueue, Worker
 from tests.conftest import wait_for
 
 prometheus = pytest.importorskip("prometheus_client")
@@ -90,10 +90,14 @@ def test_made_up_queue_names_share_one_label(client):
     Job.objects.create(task_path="demo.tasks.add", queue_name="held", status="FAILED")
     PausedQueue.objects.create(queue_name="held")
     Job.objects.create(task_path="demo.tasks.add", queue_name="email")
+    # A live worker's queues count as known: QUEUES may be empty (any queue).
+    Worker.objects.create(
+        name="w", host="h", pid=1, queues=["side", 7], last_seen_at=read_database_now("default")
+    )
 
     m = samples(client.get("/metrics/").content.decode())
     labels = {dict(labels)["queue"] for _, labels in m if "queue" in dict(labels)}
-    assert labels == {"default", "email", "slow", "held", "(other)"}
+    assert labels == {"default", "email", "slow", "held", "side", "(other)"}
     assert len(m) == 2 + 8 * len(labels), "8 series per label, plus up and alive"
     assert m[("dbqueue_jobs", (("queue", "(other)"), ("status", "READY")))] == 300
     assert m[("dbqueue_jobs_due", (("queue", "(other)"),))] == 300
