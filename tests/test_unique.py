@@ -126,6 +126,15 @@ def test_keys_compare_byte_for_byte():
     assert Job.objects.count() == 4
 
 
+@pytest.mark.django_db(transaction=True)
+def test_four_keys_that_differ_in_case_accents_or_a_space_give_four_results(runqueue):
+    results = [add.using(unique_key=key).enqueue(i, 100) for i, key in enumerate(DISTINCT_KEYS)]
+    assert runqueue("--burst", "--queue", "default").wait() == 0
+    for result in results:
+        result.refresh()
+    assert [(r.status, r.return_value) for r in results] == [("SUCCESSFUL", i + 100) for i in range(4)]
+
+
 def test_bad_keys_are_refused_with_a_clear_error():
     def f(x: int) -> None: ...
 
