@@ -349,7 +349,7 @@ def test_listing_the_claim_columns_gives_one_claimed_by_column(rf):
 def test_the_docs_show_the_test_projects_post_model_whole():
     root = Path(__file__).resolve().parent.parent
     docs = (root / "docs" / "admin.md").read_text()
-    shown = docs.split("```python\n# models.py\n", 1)[1].split("```", 1)[0]
+    shown = docs.split("```python\n# posts/models.py\n", 1)[1].split("```", 1)[0]
     model = (root / "testproject" / "moderation" / "models.py").read_text()
     assert shown == model.split('"""', 2)[2].lstrip("\n"), "docs/admin.md shows models.py less its docstring"
 
