@@ -30,7 +30,7 @@ def main() -> None:
     from demo.tasks import add
 
     try:  # absent before enqueue checked arity
-        from django_dbqueue.validation import check_arguments
+        from django_dbqueue.enqueue.validation import check_arguments
     except ImportError:
         check_arguments = None
 

@@ -9,11 +9,11 @@ __all__ = ["bulk_enqueue", "task"]
 def __getattr__(name: str) -> Any:
     # Lazy, so importing the app package (as INSTALLED_APPS does) stays cheap.
     if name == "bulk_enqueue":
-        from .bulk import bulk_enqueue
+        from .backend import bulk_enqueue
 
         return bulk_enqueue
     if name == "task":
-        from .decorator import task
+        from .enqueue.decorator import task
 
         return task
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

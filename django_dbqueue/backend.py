@@ -1,111 +1,39 @@
-"""The django.tasks backend: enqueue writes a Job row, get_result reads one."""
+"""The django.tasks backend: enqueue writes a Job row, get_result reads one.
+
+``django_dbqueue.backend.DatabaseBackend`` is the BACKEND path users write in
+``TASKS``, so the class lives here, at the top of the enqueue side: it puts
+together the parts in enqueue/ (the task class, validation, keys, inserting,
+bulk, the row-as-result view), and none of them imports this module.
+``DatabaseTask`` and ``bulk_enqueue`` are importable from here too.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 from django.apps import apps
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.module_loading import import_string
 
+from .backend_checks import backend_messages, not_installed_message
 from .clock import DatabaseClock, as_stored
 from .db import retry_on_conflict
-from .exceptions import JobCancelled, TaskResultNotLoadable
-from .inserting import insert_job
-from .keys import check_key_options, resolve_key
+from .enqueue.bulk import DEFAULT_BATCH_SIZE, Call, build_jobs, insert_jobs, results_for
+from .enqueue.inserting import insert_job
+from .enqueue.keys import call_keys, check_key_options
+from .enqueue.results import ResultView
+from .enqueue.tasks import DatabaseTask
+from .enqueue.unique import insert_or_holder
+from .enqueue.validation import check_arguments, task_module_allowed, validate_fields
 from .options import OptionsError, QueueOptions, database_problem, entry_problems
-from .payload import as_list, encode_arguments
+from .payload import encode_arguments
 from .schema import schema_required
-from .tasks_api import (
-    BaseTaskBackend,
-    InvalidTask,
-    Task,
-    TaskError,
-    TaskResult,
-    TaskResultDoesNotExist,
-    TaskResultStatus,
-    task_enqueued,
-)
-from .validation import check_arguments, task_module_allowed, validate_fields
+from .tasks_api import BaseTaskBackend, InvalidTask, Task, TaskResult, task_enqueued
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DatabaseTask(Task):
-    """The task class of :class:`DatabaseBackend`: Django's ``Task`` with the
-    queue's own options. Set them in ``@task(...)`` (see
-    :func:`django_dbqueue.task`); the four key options may also be set for
-    one call with ``.using(...)``.
-
-    ``max_attempts``
-        Runs before the job ends FAILED; ``None`` means the backend's
-        ``MAX_ATTEMPTS``.
-    ``timeout``
-        Seconds one run may take before it fails with ``JobTimeout``;
-        ``None`` means the backend's ``JOB_TIMEOUT``.
-    ``atomic``
-        Run the body and record the job's success in one transaction on the
-        queue's database, conditioned on the worker still holding the job:
-        the body's writes through that database happen exactly once.
-    ``unique_key``
-        A string, or a function of the call's arguments returning one (or
-        ``None`` for no key). While an unfinished job holds the key,
-        enqueueing another returns that job, or raises
-        :class:`~django_dbqueue.exceptions.JobAlreadyQueued` when
-        ``on_duplicate="raise"``.
-    ``concurrency_key``, ``concurrency_limit``
-        At most ``concurrency_limit`` jobs with the same key (a string or a
-        function of the arguments) run at once, across every worker; the
-        others wait without spending an attempt.
-    """
-
-    max_attempts: int | None = None
-    timeout: float | None = None
-    atomic: bool = False
-    unique_key: str | Callable[..., str] | None = None
-    on_duplicate: str = "return"  # or "raise": JobAlreadyQueued
-    concurrency_key: str | Callable[..., str] | None = None
-    concurrency_limit: int | None = None
-
-    def using(self, **changes: Any) -> Task:
-        ours = {name: changes.pop(name) for name in OWN_USING if changes.get(name) is not None}
-        task = Task.using(self, **changes)
-        return dataclasses.replace(task, **ours) if ours else task
-
-
-JOB_CANCELLED = f"{JobCancelled.__module__}.{JobCancelled.__qualname__}"
-CANCELLED_TRACEBACK = (
-    f"{JOB_CANCELLED}: the job was cancelled before it ran (in the admin, or by Job.objects.cancel()).\n"
-)
-
-OWN_USING = ("unique_key", "on_duplicate", "concurrency_key", "concurrency_limit")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StoredTaskError(TaskError):
-    """A TaskError read from a job row. Django's ``exception_class`` imports
-    whatever module the path names, and importing runs code: here it
-    resolves only builtins and the modules a worker may run tasks from."""
-
-    allowed_modules: tuple[str, ...] = field(default=(), repr=False, compare=False)
-
-    @property
-    def exception_class(self) -> type[BaseException]:
-        module = self.exception_class_path.rpartition(".")[0]
-        if module != "builtins" and not task_module_allowed(module, self.allowed_modules):
-            raise ValueError(
-                f"The exception class {self.exception_class_path!r} is not resolved: only "
-                "builtins and the modules of installed apps and OPTIONS ALLOWED_TASK_MODULES "
-                "are imported from a job row. Its path is in exception_class_path."
-            )
-        return TaskError.exception_class.fget(self)
-
-
-class DatabaseBackend(BaseTaskBackend):
+class DatabaseBackend(ResultView, BaseTaskBackend):
     """The ``django.tasks`` backend that stores each job as a row of
     :class:`~django_dbqueue.models.Job` for ``runqueue`` workers to claim.
     Configure it in ``TASKS`` with ``"BACKEND":
@@ -181,8 +109,6 @@ class DatabaseBackend(BaseTaskBackend):
                 retry_on_conflict(lambda: insert_job(job, self.database), self.database)
                 holder = job
             else:
-                from .unique import insert_or_holder
-
                 on_duplicate = getattr(task, "on_duplicate", "return")
                 holder = retry_on_conflict(
                     lambda: insert_or_holder(job, self.database, on_duplicate), self.database
@@ -197,9 +123,7 @@ class DatabaseBackend(BaseTaskBackend):
         self, task: Task, calls: Iterable[tuple[Any, Any]], *, batch_size: int = 1000
     ) -> list[TaskResult]:
         """Enqueue ``task`` once per ``(args, kwargs)`` in ``calls``, with one
-        multi-row INSERT per ``batch_size`` jobs; see django_dbqueue.bulk."""
-        from .bulk import build_jobs, insert_jobs, results_for
-
+        multi-row INSERT per ``batch_size`` jobs; see django_dbqueue.enqueue.bulk."""
         jobs = build_jobs(self, task, calls)
         if any(job.unique_key is not None for job in jobs):
             # Each key may meet a holder (another producer's, or an earlier
@@ -251,141 +175,24 @@ class DatabaseBackend(BaseTaskBackend):
             **call,
         )
 
-    def get_result(self, result_id: str) -> TaskResult:
-        Job = self.job_model()
-        try:
-            job = Job.objects.using(self.database).get(pk=int(result_id))
-        except (ValueError, TypeError, Job.DoesNotExist):
-            raise TaskResultDoesNotExist(f"No job with id {result_id!r}.") from None
-        try:
-            task = load_task(job.task_path)
-        except LookupError as exc:
-            raise TaskResultNotLoadable(
-                f"The job {job.pk} exists, but get_result() cannot return it without its task: {exc}"
-            ) from exc
-        return self.to_result(job, task)
-
-    def to_result(self, job: Any, task: Task | None = None) -> TaskResult:
-        """The django.tasks view of a Job row. Its ``task`` is ``task`` (by
-        default the one the row's task path names) as the row has it: with
-        the row's priority, queue and run_after, as ``.using()`` made them."""
-        if task is None:
-            task = load_task(job.task_path)
-        errors: list[TaskError] = [
-            StoredTaskError(
-                exception_class_path=str(error.get("exception_class_path", "")),
-                traceback=str(error.get("traceback", "")),
-                allowed_modules=self.config.ALLOWED_TASK_MODULES,
-            )
-            for error in as_list(job.errors)
-            if isinstance(error, dict)
-        ]
-        status = job.status
-        if status == "CANCELLED":
-            # Django's API has no cancelled state; FAILED is finished, so a
-            # caller waiting for is_finished stops waiting.
-            status = TaskResultStatus.FAILED
-            errors.append(StoredTaskError(exception_class_path=JOB_CANCELLED, traceback=CANCELLED_TRACEBACK))
-        result: TaskResult = TaskResult(
-            task=self._task_as_stored(task, job),
-            id=str(job.pk),
-            status=status,
-            enqueued_at=job.enqueued_at,
-            started_at=job.started_at,
-            finished_at=job.finished_at,
-            last_attempted_at=job.last_attempted_at,
-            args=job.args if isinstance(job.args, list) else [],
-            kwargs=job.kwargs if isinstance(job.kwargs, dict) else {},
-            backend=self.alias,
-            errors=errors,
-            worker_ids=[str(worker) for worker in as_list(job.worker_ids)],
-        )
-        object.__setattr__(result, "_return_value", job.return_value)
-        return result
-
-    def _task_as_stored(self, task: Task, job: Any) -> Task:
-        # enqueue() stores run_after=enqueued_at for a task without one.
-        run_after = None if job.run_after == job.enqueued_at else job.run_after
-        stored = {
-            "priority": job.priority,
-            "queue_name": job.queue_name,
-            "run_after": run_after,
-            "backend": self.alias,
-        }
-        if all(getattr(task, name) == value for name, value in stored.items()):
-            return task  # enqueue()'s own task: nothing to rebuild
-        # Not task.using(): that validates the task again, and a row may hold
-        # what validation refuses (a queue since removed from QUEUES, a row
-        # written by hand), yet its result must still be readable. Enqueueing
-        # this task again validates it then.
-        rebuilt = object.__new__(type(task))
-        for name in (f.name for f in dataclasses.fields(task)):
-            object.__setattr__(rebuilt, name, stored.get(name, getattr(task, name)))
-        return rebuilt
-
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
-        from .backend_checks import backend_messages
-
         return [*super().check(**kwargs), *backend_messages(self)]
 
 
-def call_keys(task: Task, args: Any, kwargs: Any) -> dict[str, Any]:
-    """The unique and concurrency keys of one call, as Job fields."""
-    keys: dict[str, Any] = {}
-    for name in ("unique_key", "concurrency_key"):
-        declared = getattr(task, name, None)
-        if declared is not None:
-            keys[name] = resolve_key(name, declared, args, kwargs)
-    if keys.get("concurrency_key") is not None:
-        keys["concurrency_limit"] = task.concurrency_limit
-    return keys
+def bulk_enqueue(
+    task: Task, calls: Iterable[Call], *, batch_size: int = DEFAULT_BATCH_SIZE
+) -> list[TaskResult]:
+    """Enqueue ``task`` once per ``(args, kwargs)`` pair in ``calls`` through
+    the task's own backend, which must be a DatabaseBackend.
 
-
-def not_installed_message(alias: str) -> str:
-    return (
-        f"The task backend {alias!r} is a django_dbqueue DatabaseBackend, but 'django_dbqueue' "
-        "is not in INSTALLED_APPS, so its job table is neither migrated nor usable."
-    )
-
-
-def load_task(task_path: str, allowed: tuple[str, ...] | None = None) -> Task:
-    """Resolve a stored task path to a django.tasks Task, and nothing else:
-    a row written by hand must not make a worker call an arbitrary function,
-    nor import an arbitrary module (importing runs code). ``allowed``: the
-    backend's ALLOWED_TASK_MODULES (default: the default backend's)."""
-    if allowed is None:
-        allowed = _default_allowed()
-    module = task_path.rpartition(".")[0]
-    if not task_module_allowed(module, allowed):
-        raise LookupError(
-            f"The task path {task_path!r} is outside every installed app and OPTIONS "
-            "ALLOWED_TASK_MODULES, so it is not imported or run."
+    Every call is validated before anything is written, so a bad call raises
+    and enqueues nothing. Returns one TaskResult per call, in order, each with
+    its job id; ``task_enqueued`` is sent for each.
+    """
+    backend = task.get_backend()
+    if not isinstance(backend, DatabaseBackend):
+        raise TypeError(
+            f"bulk_enqueue() needs a django_dbqueue DatabaseBackend; the task's backend "
+            f"{task.backend!r} is a {type(backend).__name__}."
         )
-    try:
-        task = import_string(task_path)
-    except ImportError as exc:
-        raise LookupError(f"The task path {task_path!r} does not import: {exc}.") from exc
-    if not isinstance(task, Task):
-        raise LookupError(
-            f"The task path {task_path!r} names a {type(task).__name__}, not a "
-            "task; only functions decorated with @task can be run from the queue."
-        )
-    # A task defined elsewhere and imported into an app module is refused too.
-    if not task_module_allowed(task.func.__module__, allowed):
-        raise LookupError(
-            f"The task path {task_path!r} names a task defined in {task.func.__module__}, "
-            "outside every installed app and OPTIONS ALLOWED_TASK_MODULES."
-        )
-    return task
-
-
-def _default_allowed() -> tuple[str, ...]:
-    """Every database backend's ALLOWED_TASK_MODULES: a worker resolving a
-    row does not know which backend enqueued it."""
-    from .tasks_api import task_backends
-
-    allowed: list[str] = []
-    for backend in task_backends.all():
-        if isinstance(backend, DatabaseBackend):
-            allowed.extend(backend.config.ALLOWED_TASK_MODULES)
-    return tuple(allowed)
+    return backend.bulk_enqueue(task, calls, batch_size=batch_size)

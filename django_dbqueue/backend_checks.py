@@ -10,18 +10,17 @@ from typing import TYPE_CHECKING
 from django.apps import apps
 from django.core import checks
 
+from .enqueue.loading import load_task
+from .enqueue.validation import check_arguments
 from .options import database_problem
 from .tasks_api import InvalidTask
-from .validation import check_arguments
 
 if TYPE_CHECKING:
     from .backend import DatabaseBackend
-    from .schedules import Schedule
+    from .operations.schedules import Schedule
 
 
 def backend_messages(backend: DatabaseBackend) -> list[checks.CheckMessage]:
-    from .backend import not_installed_message
-
     messages: list[checks.CheckMessage] = []
     if not apps.is_installed("django_dbqueue"):
         messages.append(
@@ -66,8 +65,6 @@ def schedule_messages(backend: DatabaseBackend) -> list[checks.CheckMessage]:
 
 def schedule_problem(backend: DatabaseBackend, schedule: Schedule) -> str | None:
     """Why ``schedule``'s task cannot be enqueued as configured, or None."""
-    from .backend import load_task
-
     try:
         task = load_task(schedule.task, backend.config.ALLOWED_TASK_MODULES)
         backend.validate_task(task)
@@ -75,3 +72,10 @@ def schedule_problem(backend: DatabaseBackend, schedule: Schedule) -> str | None
     except (LookupError, InvalidTask) as exc:
         return str(exc)
     return None
+
+
+def not_installed_message(alias: str) -> str:
+    return (
+        f"The task backend {alias!r} is a django_dbqueue DatabaseBackend, but 'django_dbqueue' "
+        "is not in INSTALLED_APPS, so its job table is neither migrated nor usable."
+    )

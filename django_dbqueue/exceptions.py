@@ -3,6 +3,14 @@ from django.core.exceptions import ImproperlyConfigured
 from .tasks_api import InvalidTask, TaskResultDoesNotExist
 
 
+class OptionsError(ImproperlyConfigured):
+    """Every problem found in one backend's configuration, each a sentence."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(" ".join(problems))
+        self.problems = problems
+
+
 class InvalidTaskArguments(InvalidTask, TypeError):
     """Arguments that cannot be stored as a job (not JSON, or too large), or
     that do not fit the task function's parameters."""

@@ -10,18 +10,13 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from .exceptions import OptionsError
+from .operations.schedules import parse_schedules
+
 # The most jobs one claim takes (OPTIONS BATCH_SIZE and runqueue --batch).
 MAX_BATCH_SIZE = 1000
 # The keys of a TASKS entry that Django reads; anything else there is ignored by it.
 ENTRY_KEYS = ("BACKEND", "QUEUES", "OPTIONS")
-
-
-class OptionsError(ImproperlyConfigured):
-    """Every problem found in one backend's configuration, each a sentence."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__(" ".join(problems))
-        self.problems = problems
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,10 +43,10 @@ class QueueOptions:
     RECONNECT_BACKOFF_MAX: float = 5.0
     # Modules (or packages) besides installed apps whose tasks workers may run.
     ALLOWED_TASK_MODULES: tuple[str, ...] = ()
-    # Recurring jobs by name (schedules.py; docs/scheduling.md).
+    # Recurring jobs by name (operations/schedules.py; docs/scheduling.md).
     SCHEDULES: tuple[Any, ...] = ()
     # Days to keep finished jobs, per outcome; the heartbeat deletes older
-    # ones in small batches (retention.py). An outcome left out is kept.
+    # ones in small batches (operations/retention.py). An outcome left out is kept.
     RETENTION: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
@@ -88,8 +83,6 @@ class QueueOptions:
 
 def _parse_one(name: str, kind: Any, value: Any) -> Any:
     if name == "SCHEDULES":
-        from .schedules import parse_schedules
-
         return parse_schedules(value)
     if name == "RETENTION":
         return _parse_retention(value)

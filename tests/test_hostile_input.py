@@ -11,7 +11,8 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.test import override_settings
 
 from demo import tasks
-from django_dbqueue.backend import DatabaseBackend, load_task
+from django_dbqueue.backend import DatabaseBackend
+from django_dbqueue.enqueue.loading import load_task
 from django_dbqueue.exceptions import InvalidTaskArguments
 from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import InvalidTask, task_backends

@@ -77,7 +77,7 @@ def test_a_claim_that_outlasts_its_paused_set_gives_back_what_it_took_from_a_pau
     """The worker's side of the wait above: a claim made with a paused set
     read before the pause, that ends after the set went stale."""
     from django_dbqueue.claiming import claim_from_queues
-    from django_dbqueue.pausing import pause
+    from django_dbqueue.operations.pausing import pause
     from django_dbqueue.tasks_api import task_backends
     from django_dbqueue.worker.loop import Worker
 

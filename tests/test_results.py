@@ -8,7 +8,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from demo import tasks
-from django_dbqueue.backend import StoredTaskError
+from django_dbqueue.enqueue.results import StoredTaskError
 from django_dbqueue.exceptions import JobCancelled, TaskResultNotLoadable, WorkerLost
 from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import TaskResultDoesNotExist, TaskResultStatus, default_task_backend

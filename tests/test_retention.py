@@ -12,8 +12,8 @@ from django.db import connection, transaction
 
 from django_dbqueue.clock import read_database_now
 from django_dbqueue.models import Job
+from django_dbqueue.operations.retention import delete_batch
 from django_dbqueue.options import QueueOptions
-from django_dbqueue.retention import delete_batch
 from tests.conftest import needs_row_locks, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,7 +11,8 @@ from django.db import close_old_connections, connection
 from django_dbqueue.backend import DatabaseBackend
 from django_dbqueue.clock import as_stored
 from django_dbqueue.models import Job, ScheduledRun
-from django_dbqueue.schedules import Schedule, enqueue_run, parse_schedules
+from django_dbqueue.operations.schedule_runs import enqueue_run
+from django_dbqueue.operations.schedules import Schedule, parse_schedules
 from django_dbqueue.tasks_api import task_backends
 from django_dbqueue.worker.scheduler import Scheduler
 from tests.conftest import needs_row_locks
@@ -203,7 +204,7 @@ def test_a_run_of_a_task_whose_unique_key_is_held_waits_for_the_key():
 
 @pytest.mark.django_db
 def test_last_runs_are_each_schedules_latest_scheduled_run():
-    from django_dbqueue.schedules import last_runs
+    from django_dbqueue.operations.schedule_runs import last_runs
 
     for name, minute in (("a", 1), ("a", 3), ("b", 2)):
         ScheduledRun.objects.create(schedule=name, scheduled_at=stored(f"2026-01-01 10:0{minute}"))

@@ -15,7 +15,7 @@ from django.urls import URLPattern, path, reverse
 from django.views.decorators.http import require_POST
 
 from ..models import PausedQueue
-from ..pausing import UnknownQueue, pause, paused_queues, resume
+from ..operations.pausing import UnknownQueue, pause, paused_queues, resume
 from .database import queue_backends, queue_database
 from .readonly import ReadOnlyAdminMixin
 

@@ -24,7 +24,8 @@ from django.views.decorators.http import require_POST
 from ..backend import DatabaseBackend
 from ..clock import read_database_now, read_utc
 from ..models import ScheduledRun
-from ..schedules import Schedule, enqueue_run
+from ..operations.schedule_runs import enqueue_run
+from ..operations.schedules import Schedule
 from ..tasks_api import InvalidTask
 from .database import queue_backends, queue_database
 from .readonly import ReadOnlyAdminMixin

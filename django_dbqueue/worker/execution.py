@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import DataError, IntegrityError
 
-from ..backend import load_task
 from ..clock import DatabaseClock
 from ..db import DB_ERRORS, Outage, StatementRefused, brief, drop_connection, is_outage, persist
 from ..db import retry_on_conflict as retried
+from ..enqueue.loading import load_task
 from ..exceptions import JobNotRunnable, ResultNotStorable, WorkerStopped
 from ..jsonfield import Undecodable
 from ..payload import as_list, bounded_text, check_return_value

@@ -38,7 +38,7 @@ from django.template.defaultfilters import pluralize
 
 from ..clock import DbNow, elapsed
 from ..db import DB_ERRORS, Outage, drop_connection, is_outage
-from ..retention import Pruner
+from ..operations.retention import Pruner
 from .shared import SharedState, name_process
 
 if TYPE_CHECKING:

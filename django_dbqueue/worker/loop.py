@@ -24,7 +24,7 @@ from django.template.defaultfilters import pluralize
 from ..claiming import LimitedClaims, claim_from_queues
 from ..clock import elapsed
 from ..db import DB_ERRORS, Outage, drop_connection, is_outage
-from ..pausing import PauseCache
+from ..operations.pausing import PauseCache
 from .execution import JobRunner
 from .giveback import HoldWatch
 from .heartbeat import Heartbeat, HeartbeatThread, owner_name, recover, recovery_grace

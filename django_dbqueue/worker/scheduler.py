@@ -18,7 +18,8 @@ from django.db import connections
 
 from ..clock import read_utc
 from ..db import DB_ERRORS, Outage, drop_connection, is_outage, retry_on_conflict
-from ..schedules import Schedule, enqueue_run, last_runs, prune_runs
+from ..operations.schedule_runs import enqueue_run, last_runs, prune_runs
+from ..operations.schedules import Schedule
 
 if TYPE_CHECKING:
     from ..backend import DatabaseBackend

@@ -13,9 +13,9 @@ from django.core.management.base import CommandError, CommandParser
 
 from django_dbqueue.backend import DatabaseBackend
 from django_dbqueue.db import DB_ERRORS, is_outage
-from django_dbqueue.pausing import UnknownQueue, check_queue
+from django_dbqueue.operations.pausing import UnknownQueue, check_queue
+from django_dbqueue.operations.stats import Snapshot, snapshot
 from django_dbqueue.schema import not_migrated_message, unapplied_migrations
-from django_dbqueue.stats import Snapshot, snapshot
 from django_dbqueue.tasks_api import DEFAULT_TASK_BACKEND_ALIAS, InvalidTaskBackend, task_backends
 
 

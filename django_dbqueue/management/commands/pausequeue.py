@@ -10,7 +10,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django_dbqueue.backend import DatabaseBackend
 from django_dbqueue.clock import read_database_now
 from django_dbqueue.exceptions import QueueNotMigrated
-from django_dbqueue.pausing import UnknownQueue, check_queue, pause, paused_queues, resume, settle_seconds
+from django_dbqueue.operations.pausing import (
+    UnknownQueue,
+    check_queue,
+    pause,
+    paused_queues,
+    resume,
+    settle_seconds,
+)
 from django_dbqueue.schema import schema_required
 
 from ._common import add_backend_argument, queue_backend
@@ -82,7 +89,7 @@ class Command(BaseCommand):
 
     def _wait_until_held(self, backend: DatabaseBackend, names: list[str]) -> None:
         """Return once every worker has read the pauses: from then on, a job
-        enqueued to these queues waits (pausing.py)."""
+        enqueued to these queues waits (operations/pausing.py)."""
         from django_dbqueue.models import PausedQueue
 
         rows = PausedQueue.objects.using(backend.database).filter(queue_name__in=names)

@@ -5,8 +5,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.translation import ngettext
 
+from django_dbqueue.operations.retention import BATCH, expired, prune
 from django_dbqueue.options import OUTCOMES
-from django_dbqueue.retention import BATCH, expired, prune
 
 from ._common import add_backend_argument, positive, queue_backend
 

@@ -5,7 +5,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from django_dbqueue.stats import Snapshot
+from django_dbqueue.operations.stats import Snapshot
 from django_dbqueue.status import Status
 
 from ._common import add_snapshot_arguments, positive, read_snapshot, snapshot_backend

@@ -16,18 +16,18 @@ from typing import TYPE_CHECKING, Any, cast
 from django.db import connections
 
 if TYPE_CHECKING:
-    from .models import Job
+    from ..models import Job
 
 
 @functools.cache
 def job_fields() -> tuple[Any, ...]:
-    from .models import Job
+    from ..models import Job
 
     return tuple(f for f in Job._meta.concrete_fields if not f.primary_key)
 
 
 def _insert_sql(connection: Any, rows: int, returning: bool) -> str:
-    from .models import Job
+    from ..models import Job
 
     quote, meta = connection.ops.quote_name, Job._meta
     row = "({})".format(", ".join(["%s"] * len(job_fields())))

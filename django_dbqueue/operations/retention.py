@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from .clock import DbNow
-from .db import DB_ERRORS, is_outage
+from ..clock import DbNow
+from ..db import DB_ERRORS, is_outage
 
 if TYPE_CHECKING:
-    from .backend import DatabaseBackend
-    from .transitions import JobQuerySet
+    from ..backend import DatabaseBackend
+    from ..transitions import JobQuerySet
 
 logger = logging.getLogger("django_dbqueue")
 
@@ -41,14 +41,14 @@ IDLE_INTERVAL = 60.0
 
 def expired(using: str, outcome: str, days: float) -> JobQuerySet:
     """Finished jobs with ``outcome`` that finished more than ``days`` ago."""
-    from .models import Job
+    from ..models import Job
 
     return Job.objects.using(using).filter(status=outcome, finished_at__lt=DbNow() - timedelta(days=days))
 
 
 def delete_batch(using: str, outcome: str, days: float, size: int = BATCH) -> int:
     """Delete up to ``size`` expired jobs in one short transaction."""
-    from .models import Job
+    from ..models import Job
 
     with transaction.atomic(using=using):
         ids = list(

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, transaction
 
-from .clock import read_database_now
+from ..clock import read_database_now
 
 if TYPE_CHECKING:
-    from .backend import DatabaseBackend
+    from ..backend import DatabaseBackend
 
 
 SETTLE_MARGIN = 0.5  # seconds
@@ -48,8 +48,8 @@ def settle_seconds(backend: DatabaseBackend) -> float:
     the queue out: the longest a worker keeps the paused set it read (the
     largest POLL_INTERVAL_MAX of the backends on that database), and a
     little for the clocks of the database and the hosts."""
-    from .backend import DatabaseBackend
-    from .tasks_api import InvalidTaskBackend, task_backends
+    from ..backend import DatabaseBackend
+    from ..tasks_api import InvalidTaskBackend, task_backends
 
     ttl = backend.config.POLL_INTERVAL_MAX
     for alias in task_backends.settings:
@@ -64,7 +64,7 @@ def settle_seconds(backend: DatabaseBackend) -> float:
 
 def pause(backend: DatabaseBackend, name: str, by: str = "") -> bool:
     """Pause queue ``name``; False if it was paused already."""
-    from .models import PausedQueue
+    from ..models import PausedQueue
 
     check_queue(backend, name)
     using = backend.database
@@ -80,14 +80,14 @@ def pause(backend: DatabaseBackend, name: str, by: str = "") -> bool:
 
 def resume(backend: DatabaseBackend, name: str) -> bool:
     """Resume queue ``name``; False if it was not paused."""
-    from .models import PausedQueue
+    from ..models import PausedQueue
 
     check_queue(backend, name)
     return bool(PausedQueue.objects.using(backend.database).filter(queue_name=name).delete()[0])
 
 
 def paused_queues(using: str) -> set[str]:
-    from .models import PausedQueue
+    from ..models import PausedQueue
 
     return set(PausedQueue.objects.using(using).values_list("queue_name", flat=True))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .tasks_api import InvalidTask
+from ..tasks_api import InvalidTask, Task
 
 KEY_MAX = 255  # Job.unique_key's and Job.concurrency_key's max_length
 ON_DUPLICATE = ("return", "raise")
@@ -53,3 +53,15 @@ def resolve_key(
             f"{KEY_MAX} characters."
         )
     return key
+
+
+def call_keys(task: Task, args: Any, kwargs: Any) -> dict[str, Any]:
+    """The unique and concurrency keys of one call, as Job fields."""
+    keys: dict[str, Any] = {}
+    for name in ("unique_key", "concurrency_key"):
+        declared = getattr(task, name, None)
+        if declared is not None:
+            keys[name] = resolve_key(name, declared, args, kwargs)
+    if keys.get("concurrency_key") is not None:
+        keys["concurrency_limit"] = task.concurrency_limit
+    return keys

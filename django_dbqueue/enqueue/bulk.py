@@ -1,6 +1,7 @@
 """Enqueueing many calls of one task at once: django.tasks has no bulk API.
 
-``bulk_enqueue(task, calls)`` validates every call exactly as
+``django_dbqueue.bulk_enqueue(task, calls)`` (defined in backend.py, beside
+the backend whose ``bulk_enqueue()`` uses this module) validates every call exactly as
 ``task.enqueue()`` does, then writes the jobs with one multi-row INSERT per
 ``batch_size`` calls, each chunk in one short transaction, instead of one
 INSERT and one commit per job.
@@ -14,39 +15,19 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connections, transaction
 
-from .db import retry_on_conflict
+from ..db import retry_on_conflict
+from ..payload import encode_arguments
+from ..tasks_api import Task, TaskResult, task_enqueued
 from .inserting import insert_job, insert_rows, job_fields, prepared_values, rows_per_statement
-from .payload import encode_arguments
-from .tasks_api import Task, TaskResult, task_enqueued
+from .keys import call_keys
 from .validation import check_arguments
 
 if TYPE_CHECKING:
-    from .backend import DatabaseBackend
-    from .models import Job
+    from ..backend import DatabaseBackend
+    from ..models import Job
 
 Call = tuple[Sequence[Any], Mapping[str, Any]]
 DEFAULT_BATCH_SIZE = 1000
-
-
-def bulk_enqueue(
-    task: Task, calls: Iterable[Call], *, batch_size: int = DEFAULT_BATCH_SIZE
-) -> list[TaskResult]:
-    """Enqueue ``task`` once per ``(args, kwargs)`` pair in ``calls`` through
-    the task's own backend, which must be a DatabaseBackend.
-
-    Every call is validated before anything is written, so a bad call raises
-    and enqueues nothing. Returns one TaskResult per call, in order, each with
-    its job id; ``task_enqueued`` is sent for each.
-    """
-    from .backend import DatabaseBackend
-
-    backend = task.get_backend()
-    if not isinstance(backend, DatabaseBackend):
-        raise TypeError(
-            f"bulk_enqueue() needs a django_dbqueue DatabaseBackend; the task's backend "
-            f"{task.backend!r} is a {type(backend).__name__}."
-        )
-    return backend.bulk_enqueue(task, calls, batch_size=batch_size)
 
 
 def build_jobs(backend: DatabaseBackend, task: Task, calls: Iterable[Call]) -> list[Job]:
@@ -55,8 +36,6 @@ def build_jobs(backend: DatabaseBackend, task: Task, calls: Iterable[Call]) -> l
     Only the arguments differ between the calls, so one Job is built the
     ordinary way and the others are shallow copies of it with their own
     (checked) arguments: building 20,000 models showed in the profile."""
-    from .backend import call_keys
-
     backend.check_enqueue(task)
     now = backend.now()
     template: Job = backend.build_job(task, (), {}, now, keys=False)

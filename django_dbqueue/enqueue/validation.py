@@ -13,8 +13,8 @@ from typing import Any
 from asgiref.sync import iscoroutinefunction
 from django.apps import apps
 
-from .exceptions import InvalidTaskArguments
-from .tasks_api import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY, InvalidTask
+from ..exceptions import InvalidTaskArguments
+from ..tasks_api import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY, InvalidTask
 
 QUEUE_NAME_MAX = 64  # Job.queue_name's max_length
 

@@ -1,12 +1,6 @@
-"""Recurring jobs: schedules declared in the backend's OPTIONS["SCHEDULES"],
-their cron expressions (parsed by cronsim), and enqueueing one scheduled run.
-
-Every runqueue process ticks every schedule (worker/scheduler.py). What
-makes a run happen once however many processes tick is the database: a run
-is the INSERT of its job and of its ScheduledRun row in one transaction, and
-ScheduledRun is unique on (schedule, scheduled_at). The second process to
-insert a run waits for the first's transaction, then fails on the unique
-index and rolls its job back. Times come from the database's clock.
+"""Recurring jobs: schedules declared in the backend's OPTIONS["SCHEDULES"]
+and their cron expressions (parsed by cronsim). Enqueueing one scheduled
+run is schedule_runs.py's.
 """
 
 from __future__ import annotations
@@ -16,20 +10,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 from difflib import get_close_matches
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 from django.core.exceptions import ImproperlyConfigured
-from django.db import IntegrityError, transaction
 
-from .clock import as_aware, as_stored
+from ..exceptions import OptionsError
 
 UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
-
-if TYPE_CHECKING:
-    from .backend import DatabaseBackend
-    from .models import Job
 
 CATCH_UP = ("latest", "all", "skip")
 # A run this late or less is on time: every policy enqueues it. Later than
@@ -95,8 +84,6 @@ def _between(times: CronSim, until: datetime, most: int) -> list[datetime]:
 def parse_schedules(raw: Any) -> tuple[Schedule, ...]:
     """OPTIONS["SCHEDULES"]: ``{name: {"task": path, "cron": expression, ...}}``.
     Each bad schedule is reported (the first mistake of each), not only the first."""
-    from .options import OptionsError
-
     if not isinstance(raw, dict):
         raise ImproperlyConfigured(f"OPTIONS SCHEDULES must be a dict of schedules by name, not {raw!r}.")
     schedules, problems = [], []
@@ -179,66 +166,3 @@ def _check(where: str, schedule: Schedule) -> None:
         json.dumps([schedule.args, schedule.kwargs])
     except (TypeError, ValueError) as exc:
         raise ImproperlyConfigured(f"{where}: 'args' and 'kwargs' must be JSON ({exc}).") from None
-
-
-def enqueue_run(
-    backend: DatabaseBackend, schedule: Schedule, at: datetime, manual: bool = False
-) -> Job | None:
-    """Enqueue the run of ``schedule`` at ``at`` (due then), or nothing if
-    another process did (None). ``manual``: a person's "run now", which
-    does not count as the schedule's last run."""
-    from .backend import load_task
-    from .inserting import insert_job
-    from .models import ScheduledRun
-    from .validation import check_arguments
-
-    task = load_task(schedule.task, backend.config.ALLOWED_TASK_MODULES)
-    backend.check_enqueue(task)
-    job = backend.build_job(task, schedule.args, schedule.kwargs, backend.now())
-    check_arguments(task, job.args, job.kwargs)
-    at = as_stored(at)  # USE_TZ = False: local time in TIME_ZONE
-    job.run_after = at
-    db = backend.database
-    try:
-        with transaction.atomic(using=db):
-            insert_job(job, db)
-            ScheduledRun.objects.using(db).create(
-                schedule=schedule.name, scheduled_at=at, job_id=job.pk, manual=manual
-            )
-    except IntegrityError:
-        return None  # this run is enqueued already; ours is rolled back
-    return job
-
-
-def last_runs(database: str, names: list[str]) -> dict[str, datetime]:
-    """Each schedule's latest scheduled run (not "run now"s): one dive into
-    the (schedule, manual, scheduled_at) index per schedule, in one round
-    trip, however many runs are kept. (A grouped MAX read them all.)"""
-    from django.db import connections
-
-    from .models import ScheduledRun
-
-    runs = ScheduledRun.objects.using(database).filter(manual=False)
-    reads = [
-        runs.filter(schedule=name).order_by("-scheduled_at").values_list("schedule", "scheduled_at")[:1]
-        for name in names
-    ]
-    if len(reads) > 1 and connections[database].features.supports_slicing_ordering_in_compound:
-        rows = list(reads[0].union(*reads[1:], all=True))
-    else:
-        rows = [row for read in reads for row in read]
-    return {name: as_aware(at) for name, at in rows}
-
-
-# Scheduled runs kept per schedule (besides its latest, always kept): their
-# only use after this is the admin's history and the exactly-once key, which
-# no process needs for runs older than its schedule's latest.
-KEEP_RUNS = timedelta(days=1)
-
-
-def prune_runs(database: str, name: str, latest: datetime) -> int:
-    from .models import ScheduledRun
-
-    cutoff = as_stored(latest - KEEP_RUNS)
-    old = ScheduledRun.objects.using(database).filter(schedule=name, scheduled_at__lt=cutoff)
-    return old.delete()[0]

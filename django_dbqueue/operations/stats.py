@@ -18,9 +18,9 @@ from typing import Any
 
 from django.db.models import Count, Min
 
-from .clock import read_database_now
+from ..clock import read_database_now
+from ..status import Status
 from .pausing import paused_queues
-from .status import Status
 
 
 @dataclass
@@ -83,7 +83,7 @@ def snapshot(
 ) -> Snapshot:
     """The figures of ``queues`` (default: every queue that has jobs, is
     paused or is ``configured``); workers seen within ``alive_within`` seconds."""
-    from .models import Job, Worker
+    from ..models import Job, Worker
 
     now = read_database_now(using)
     jobs = Job.objects.using(using)

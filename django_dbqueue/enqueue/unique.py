@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, connections, transaction
 
-from .exceptions import JobAlreadyQueued
+from ..exceptions import JobAlreadyQueued
 from .inserting import insert_job
 
 if TYPE_CHECKING:
-    from .models import Job
+    from ..models import Job
 
 # A holder can finish between our failed INSERT and our read of it; then the
 # key is free and the INSERT is tried again. More than a few rounds would

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from .tasks_api import DEFAULT_TASK_BACKEND_ALIAS, Task, task_backends
+from ..tasks_api import DEFAULT_TASK_BACKEND_ALIAS, Task, task_backends
 
 DEFAULT_PRIORITY = 0
 DEFAULT_QUEUE = "default"
@@ -67,7 +67,7 @@ def task(
 
 
 def _task_class(backend: str, options: dict[str, Any]) -> type[Task]:
-    from .backend import DatabaseTask
+    from .tasks import DatabaseTask
     from .validation import validate_options
 
     task_class: type[Task] = task_backends[backend].task_class

@@ -1,0 +1,127 @@
+"""The django.tasks view of a job row: ``get_result()`` and ``to_result()``,
+which :class:`~django_dbqueue.backend.DatabaseBackend` takes from
+:class:`ResultView`, and the errors as a row stores them."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..exceptions import JobCancelled, TaskResultNotLoadable
+from ..options import QueueOptions
+from ..payload import as_list
+from ..tasks_api import Task, TaskError, TaskResult, TaskResultDoesNotExist, TaskResultStatus
+from .loading import load_task
+from .validation import task_module_allowed
+
+JOB_CANCELLED = f"{JobCancelled.__module__}.{JobCancelled.__qualname__}"
+CANCELLED_TRACEBACK = (
+    f"{JOB_CANCELLED}: the job was cancelled before it ran (in the admin, or by Job.objects.cancel()).\n"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredTaskError(TaskError):
+    """A TaskError read from a job row. Django's ``exception_class`` imports
+    whatever module the path names, and importing runs code: here it
+    resolves only builtins and the modules a worker may run tasks from."""
+
+    allowed_modules: tuple[str, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def exception_class(self) -> type[BaseException]:
+        module = self.exception_class_path.rpartition(".")[0]
+        if module != "builtins" and not task_module_allowed(module, self.allowed_modules):
+            raise ValueError(
+                f"The exception class {self.exception_class_path!r} is not resolved: only "
+                "builtins and the modules of installed apps and OPTIONS ALLOWED_TASK_MODULES "
+                "are imported from a job row. Its path is in exception_class_path."
+            )
+        return TaskError.exception_class.fget(self)
+
+
+class ResultView:
+    """The row-as-``TaskResult`` half of DatabaseBackend."""
+
+    alias: str
+    config: QueueOptions
+
+    @property
+    def database(self) -> str:
+        raise NotImplementedError
+
+    def job_model(self) -> Any:
+        raise NotImplementedError
+
+    def get_result(self, result_id: str) -> TaskResult:
+        Job = self.job_model()
+        try:
+            job = Job.objects.using(self.database).get(pk=int(result_id))
+        except (ValueError, TypeError, Job.DoesNotExist):
+            raise TaskResultDoesNotExist(f"No job with id {result_id!r}.") from None
+        try:
+            task = load_task(job.task_path)
+        except LookupError as exc:
+            raise TaskResultNotLoadable(
+                f"The job {job.pk} exists, but get_result() cannot return it without its task: {exc}"
+            ) from exc
+        return self.to_result(job, task)
+
+    def to_result(self, job: Any, task: Task | None = None) -> TaskResult:
+        """The django.tasks view of a Job row. Its ``task`` is ``task`` (by
+        default the one the row's task path names) as the row has it: with
+        the row's priority, queue and run_after, as ``.using()`` made them."""
+        if task is None:
+            task = load_task(job.task_path)
+        errors: list[TaskError] = [
+            StoredTaskError(
+                exception_class_path=str(error.get("exception_class_path", "")),
+                traceback=str(error.get("traceback", "")),
+                allowed_modules=self.config.ALLOWED_TASK_MODULES,
+            )
+            for error in as_list(job.errors)
+            if isinstance(error, dict)
+        ]
+        status = job.status
+        if status == "CANCELLED":
+            # Django's API has no cancelled state; FAILED is finished, so a
+            # caller waiting for is_finished stops waiting.
+            status = TaskResultStatus.FAILED
+            errors.append(StoredTaskError(exception_class_path=JOB_CANCELLED, traceback=CANCELLED_TRACEBACK))
+        result: TaskResult = TaskResult(
+            task=self._task_as_stored(task, job),
+            id=str(job.pk),
+            status=status,
+            enqueued_at=job.enqueued_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            last_attempted_at=job.last_attempted_at,
+            args=job.args if isinstance(job.args, list) else [],
+            kwargs=job.kwargs if isinstance(job.kwargs, dict) else {},
+            backend=self.alias,
+            errors=errors,
+            worker_ids=[str(worker) for worker in as_list(job.worker_ids)],
+        )
+        object.__setattr__(result, "_return_value", job.return_value)
+        return result
+
+    def _task_as_stored(self, task: Task, job: Any) -> Task:
+        # enqueue() stores run_after=enqueued_at for a task without one.
+        run_after = None if job.run_after == job.enqueued_at else job.run_after
+        stored = {
+            "priority": job.priority,
+            "queue_name": job.queue_name,
+            "run_after": run_after,
+            "backend": self.alias,
+        }
+        if all(getattr(task, name) == value for name, value in stored.items()):
+            return task  # enqueue()'s own task: nothing to rebuild
+        # Not task.using(): that validates the task again, and a row may hold
+        # what validation refuses (a queue since removed from QUEUES, a row
+        # written by hand), yet its result must still be readable. Enqueueing
+        # this task again validates it then.
+        rebuilt = object.__new__(type(task))
+        for name in (f.name for f in dataclasses.fields(task)):
+            object.__setattr__(rebuilt, name, stored.get(name, getattr(task, name)))
+        return rebuilt

@@ -1,0 +1,57 @@
+"""The task class of the database backend: Django's ``Task`` with the
+queue's own options (attempts, timeout, atomic, unique and concurrency keys)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..tasks_api import Task
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DatabaseTask(Task):
+    """The task class of :class:`DatabaseBackend`: Django's ``Task`` with the
+    queue's own options. Set them in ``@task(...)`` (see
+    :func:`django_dbqueue.task`); the four key options may also be set for
+    one call with ``.using(...)``.
+
+    ``max_attempts``
+        Runs before the job ends FAILED; ``None`` means the backend's
+        ``MAX_ATTEMPTS``.
+    ``timeout``
+        Seconds one run may take before it fails with ``JobTimeout``;
+        ``None`` means the backend's ``JOB_TIMEOUT``.
+    ``atomic``
+        Run the body and record the job's success in one transaction on the
+        queue's database, conditioned on the worker still holding the job:
+        the body's writes through that database happen exactly once.
+    ``unique_key``
+        A string, or a function of the call's arguments returning one (or
+        ``None`` for no key). While an unfinished job holds the key,
+        enqueueing another returns that job, or raises
+        :class:`~django_dbqueue.exceptions.JobAlreadyQueued` when
+        ``on_duplicate="raise"``.
+    ``concurrency_key``, ``concurrency_limit``
+        At most ``concurrency_limit`` jobs with the same key (a string or a
+        function of the arguments) run at once, across every worker; the
+        others wait without spending an attempt.
+    """
+
+    max_attempts: int | None = None
+    timeout: float | None = None
+    atomic: bool = False
+    unique_key: str | Callable[..., str] | None = None
+    on_duplicate: str = "return"  # or "raise": JobAlreadyQueued
+    concurrency_key: str | Callable[..., str] | None = None
+    concurrency_limit: int | None = None
+
+    def using(self, **changes: Any) -> Task:
+        ours = {name: changes.pop(name) for name in OWN_USING if changes.get(name) is not None}
+        task = Task.using(self, **changes)
+        return dataclasses.replace(task, **ours) if ours else task
+
+
+OWN_USING = ("unique_key", "on_duplicate", "concurrency_key", "concurrency_limit")
