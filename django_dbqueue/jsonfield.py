@@ -83,15 +83,19 @@ def _checked_int(text: str) -> int:
     return int(text)
 
 
+# Made once: json.loads() with hooks would build a decoder per call. The
+# hooks cost a Python call per float, none per int or string.
+_DECODER = json.JSONDecoder(parse_float=_finite_float, parse_constant=_no_constant)
+
+
 def decode(raw: str, column: str) -> Any:
     """``raw`` (a JSON column's text) as Python values, or an
     :class:`Undecodable` saying why it cannot be."""
-    # Floats and the non-JSON constants go through hooks (a Python call per
-    # float, none per int or string); an over-long integer is told apart
-    # only after a failure, so the common path stays the C decoder's.
+    # An over-long integer is told apart only after a failure, so the
+    # common path stays the C decoder's.
     hold, are = ("hold", "are") if column in PLURAL else ("holds", "is")
     try:
-        value = json.loads(raw, parse_float=_finite_float, parse_constant=_no_constant)
+        value = _DECODER.decode(raw)
     except _NotFinite as exc:
         return Undecodable(raw, f"{column} {hold} the number {_cut(exc.text)}, beyond a float's range")
     except RecursionError:
@@ -126,16 +130,18 @@ def _deeper_than(value: Any, raw: str, limit: int) -> bool:
     # fewer opening brackets in all than the limit, fewer levels too.
     if raw.count("[") + raw.count("{") <= limit:
         return False
-    level: list[tuple[Any, int]] = [(value, 1)]
-    while level:  # a walk without recursion, so that no depth can raise here
-        item, depth = level.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        for child in children:
-            if isinstance(child, (list, dict)):
-                if depth >= limit:
-                    return True
-                level.append((child, depth + 1))
-    return False
+    # Level by level, without recursion, so that no depth can raise here.
+    level = [value] if isinstance(value, (list, dict)) else []
+    for _ in range(limit):
+        level = [
+            child
+            for item in level
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, (list, dict))
+        ]
+        if not level:
+            return False
+    return True  # containers below the limit's level
 
 
 class TolerantJSONField(models.JSONField):
