@@ -98,15 +98,17 @@ def decode(raw: str, column: str) -> Any:
         value = _DECODER.decode(raw)
     except _NotFinite as exc:
         return Undecodable(raw, f"{column} {hold} the number {_cut(exc.text)}, beyond a float's range")
-    except RecursionError:
-        return Undecodable(raw, f"{column} {are} nested too deep for Python to decode")
+    except RecursionError:  # far deeper than the limit (Python 3.10 recurses at ~990)
+        return Undecodable(raw, _too_deep(column, are))
     except ValueError as exc:
         return Undecodable(raw, f"{column} {_why(raw, exc, hold, are)}")
     if _deeper_than(value, raw, MAX_NESTING):
-        return Undecodable(
-            raw, f"{column} {are} nested more than {MAX_NESTING} lists or objects deep, the queue's limit"
-        )
+        return Undecodable(raw, _too_deep(column, are))
     return value
+
+
+def _too_deep(column: str, are: str) -> str:
+    return f"{column} {are} nested more than {MAX_NESTING} lists or objects deep, the queue's limit"
 
 
 def _why(raw: str, exc: ValueError, hold: str, are: str) -> str:
