@@ -3,7 +3,7 @@
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["bulk_enqueue", "task"]
+__all__ = ["batch", "bulk_enqueue", "call", "chain", "current_batch", "get_batch", "task"]
 
 
 def __getattr__(name: str) -> Any:
@@ -16,4 +16,8 @@ def __getattr__(name: str) -> Any:
         from .enqueue.decorator import task
 
         return task
+    if name in ("batch", "call", "chain", "current_batch", "get_batch"):
+        from . import workflows
+
+        return getattr(workflows, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,6 +31,8 @@ from .options import OptionsError, QueueOptions, database_problem, entry_problem
 from .payload import encode_arguments
 from .schema import schema_required
 from .tasks_api import BaseTaskBackend, InvalidTask, Task, TaskResult, task_enqueued
+from .workflows.context import batch_fields
+from .workflows.dependencies import insert_dependant, passed_results
 
 
 class DatabaseBackend(ResultView, BaseTaskBackend):
@@ -97,15 +99,20 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
         back with it; in autocommit mode a deadlocked INSERT is retried."""
         self.check_enqueue(task)
         job = self.build_job(task, args, kwargs, self.now())
-        check_arguments(task, job.args, job.kwargs)
+        # A chain's step gets its parents' results first (workflows).
+        check_arguments(task, [*passed_results(task), *job.args], job.kwargs)
         return self.insert(job, task)
 
     def insert(self, job: Any, task: Task) -> TaskResult:
         """Write one built job; with a unique key, the key's holder may come
         back instead (and no ``task_enqueued`` is sent for it). Before
         ``migrate``: QueueNotMigrated, which says to run it."""
+        parents = getattr(task, "depends_on", ())
         with schema_required(self.alias, self.database):
-            if job.unique_key is None:
+            if parents:
+                retry_on_conflict(lambda: insert_dependant(job, list(parents), self.database), self.database)
+                holder = job
+            elif job.unique_key is None:
                 retry_on_conflict(lambda: insert_job(job, self.database), self.database)
                 holder = job
             else:
@@ -125,7 +132,8 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
         """Enqueue ``task`` once per ``(args, kwargs)`` in ``calls``, with one
         multi-row INSERT per ``batch_size`` jobs; see django_dbqueue.enqueue.bulk."""
         jobs = build_jobs(self, task, calls)
-        if any(job.unique_key is not None for job in jobs):
+        if getattr(task, "depends_on", ()) or any(job.unique_key is not None for job in jobs):
+            # A dependant is written with its parents locked, one at a time.
             # Each key may meet a holder (another producer's, or an earlier
             # call of this batch): one INSERT per job, each told apart.
             return [self.insert(job, task) for job in jobs]
@@ -172,6 +180,9 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
             run_after=as_stored(task.run_after) if task.run_after else now,
             max_attempts=getattr(task, "max_attempts", None) or self.config.MAX_ATTEMPTS,
             enqueued_at=now,
+            on_parent_failure=getattr(task, "on_parent_failure", "cancel"),
+            pass_result=getattr(task, "pass_result", False),
+            **batch_fields(self.database),
             **call,
         )
 

@@ -6,9 +6,13 @@ from .fields import KeyField
 from .jsonfield import TolerantJSONField
 from .status import FINISHED, Status
 from .transitions import JobQuerySet, WorkerQuerySet
+from .workflows.models import Batch, BatchStatus, Dependency
 
 __all__ = [
     "FINISHED",
+    "Batch",
+    "BatchStatus",
+    "Dependency",
     "ConcurrencyLock",
     "Dashboard",
     "Job",
@@ -66,6 +70,25 @@ class Job(models.Model):
     # (transitions/claim.py, claim_limited); NULL for the ordinary job, which the usual claim takes.
     concurrency_key = KeyField(max_length=255, null=True, blank=True)
     concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
+    # Workflows (workflows/): the batch this job belongs to, and whether any
+    # Dependency names it as parent. Both are on the row the worker already
+    # holds, so recording a plain job's outcome looks at nothing else.
+    # No database constraint: pruning must not wait on the batch table.
+    batch = models.ForeignKey(
+        Batch,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,  # the (batch, status) index below serves it
+        related_name="jobs",
+    )
+    has_dependants = models.BooleanField(default=False, db_default=False)
+    # What a parent's failure or cancellation does to this job: "cancel" it,
+    # or "run" it anyway; pass_result prepends its parents' return values
+    # to its arguments when it is released (a chain).
+    on_parent_failure = models.CharField(max_length=6, default="cancel", db_default="cancel")
+    pass_result = models.BooleanField(default=False, db_default=False)
 
     objects = JobQuerySet.as_manager()
 
@@ -94,6 +117,8 @@ class Job(models.Model):
             models.Index(fields=["task_path", "id"], name="dbqueue_job_task_id"),
             # The dashboard's jobs-per-minute chart and prune() read by finish time.
             models.Index(fields=["finished_at"], name="dbqueue_job_finished"),
+            # A batch's counts, and its completion check's "any member unfinished?".
+            models.Index(fields=["batch", "status"], name="dbqueue_job_batch_status"),
         ]
         permissions = [
             ("requeue_job", "Can requeue jobs"),

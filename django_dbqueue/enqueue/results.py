@@ -84,6 +84,8 @@ class ResultView:
             if isinstance(error, dict)
         ]
         status = job.status
+        if status == "WAITING":
+            status = TaskResultStatus.READY  # for its parents (workflows): Django's API has no such state
         if status == "CANCELLED":
             # Django's API has no cancelled state; FAILED is finished, so a
             # caller waiting for is_finished stops waiting.

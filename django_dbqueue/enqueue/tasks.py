@@ -38,6 +38,11 @@ class DatabaseTask(Task):
         At most ``concurrency_limit`` jobs with the same key (a string or a
         function of the arguments) run at once, across every worker; the
         others wait without spending an attempt.
+    ``depends_on``, ``on_parent_failure``, ``pass_result``
+        For one call, with ``.using(...)``: the jobs (TaskResults or ids)
+        and batches this job waits for; ``"cancel"`` (the default) or
+        ``"run"`` when one of them fails or is cancelled; and whether their
+        return values come first in its arguments (see workflows).
     """
 
     max_attempts: int | None = None
@@ -47,11 +52,33 @@ class DatabaseTask(Task):
     on_duplicate: str = "return"  # or "raise": JobAlreadyQueued
     concurrency_key: str | Callable[..., str] | None = None
     concurrency_limit: int | None = None
+    # Workflows, for one call through .using(): the parents (jobs, their
+    # ids, or batches) this job waits for, what their failure does to it
+    # ("cancel" or "run"), and whether their return values are passed on.
+    depends_on: tuple[Any, ...] = ()
+    on_parent_failure: str = "cancel"
+    pass_result: bool = False
 
     def using(self, **changes: Any) -> Task:
         ours = {name: changes.pop(name) for name in OWN_USING if changes.get(name) is not None}
+        if "depends_on" in ours:
+            from ..workflows.dependencies import parent_ids
+
+            ours["depends_on"] = tuple(parent_ids(ours["depends_on"]))
+        if "on_parent_failure" in ours:
+            from ..workflows.dependencies import check_policy
+
+            check_policy(ours["on_parent_failure"])
         task = Task.using(self, **changes)
         return dataclasses.replace(task, **ours) if ours else task
 
 
-OWN_USING = ("unique_key", "on_duplicate", "concurrency_key", "concurrency_limit")
+OWN_USING = (
+    "unique_key",
+    "on_duplicate",
+    "concurrency_key",
+    "concurrency_limit",
+    "depends_on",
+    "on_parent_failure",
+    "pass_result",
+)

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
+from django.db.models import Q
 
 from ..clock import DbNow
 from ..payload import as_list
@@ -44,11 +45,32 @@ class ActionQuerySet(JobRows):
                 count += self.model._base_manager.using(self.db).bulk_update(
                     jobs[start : start + 500], fields
                 )
+            # A finished batch with a member back in the queue is open again:
+            # it completes, and runs its callbacks, when that member finishes.
+            reopened = {job.batch_id for job in jobs if job.batch_id is not None}
+            if reopened:
+                from ..workflows.models import Batch, BatchStatus
+
+                Batch.objects.using(self.db).filter(pk__in=reopened).exclude(status=BatchStatus.OPEN).update(
+                    status=BatchStatus.OPEN, finished_at=None, callback_job_ids=[]
+                )
         return count
 
     def cancel(self) -> int:
-        """Cancel jobs that have not started; RUNNING jobs are left alone."""
-        return self.ready().update(status=Status.CANCELLED, finished_at=DbNow(), unique_key=None)
+        """Cancel jobs that have not started (READY, or WAITING for their
+        parents); RUNNING jobs are left alone. In the same transaction their
+        batches may complete and their dependants are cancelled or released
+        (workflows/completion.py)."""
+        from ..workflows.completion import jobs_finished
+
+        unstarted = self.filter(status__in=(READY, Status.WAITING))
+        with transaction.atomic(using=self.db):
+            followed = unstarted.filter(Q(batch__isnull=False) | Q(has_dependants=True))
+            ids = list(followed.select_for_update().values_list("pk", flat=True))
+            count = unstarted.update(status=Status.CANCELLED, finished_at=DbNow(), unique_key=None)
+            if ids:
+                jobs_finished(self.db, ids)
+        return count
 
     def run_now(self) -> int:
         """Make READY jobs that wait for a future ``run_after`` due now."""

@@ -61,6 +61,10 @@ class LeaseQuerySet(JobRows):
                 failed += changes["status"] == Status.FAILED
                 requeued += changes["status"] == READY
                 self.model._base_manager.using(self.db).filter(pk=job.pk).update(**changes)
+                if changes["status"] == Status.FAILED and (job.batch_id is not None or job.has_dependants):
+                    from ..workflows.completion import jobs_finished
+
+                    jobs_finished(self.db, [job.pk])  # its batch and dependants, in this transaction
         return requeued, failed
 
     def expired_count(self) -> int:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import models
+from django.db import models, transaction
 from django.db.models import F
 
 from ..clock import DbNow
@@ -56,7 +56,11 @@ class OutcomeQuerySet(JobRows):
             changes["run_after"] = DbNow() + outcome.retry_in
         if outcome.status != READY:
             changes["unique_key"] = None  # finished: the key is free (unique.py)
-        updated = self.filter(pk=job.pk, owner=owner, status=RUNNING).update(**changes)
+        rows = self.filter(pk=job.pk, owner=owner, status=RUNNING)
+        if outcome.status == READY:
+            updated = rows.update(**changes)
+        else:
+            updated = self._finish(rows, changes, [job])
         changes.pop("run_after", None)  # an expression; the row has the value
         for name, value in changes.items():
             setattr(job, name, value)
@@ -86,13 +90,34 @@ class OutcomeQuerySet(JobRows):
             else ValueByPk(values, models.JSONField()),
         }
         # The caller retries conflicts and outages (it holds the outcomes meanwhile).
-        updated = self.filter(pk__in=list(started), owner=owner, status=RUNNING).update(**changes)
+        rows = self.filter(pk__in=list(started), owner=owner, status=RUNNING)
+        updated = self._finish(rows, changes, [s.job for s in group])
         for s in group:
             job = s.job
             job.status, job.attempts, job.return_value = Status.SUCCESSFUL, job.attempts + 1, s.return_value
             job.started_at, job.last_attempted_at, job.finished_at = started[job.pk], s.started, s.finished
             job.worker_ids = changes["worker_ids"]
             job.owner = job.lease_expires_at = None
+        return updated
+
+    def _finish(self, rows: OutcomeQuerySet, changes: dict[str, Any], jobs: list[Job]) -> int:
+        """The UPDATE that finishes ``rows``, and what it sets off in workflows
+        (workflows/completion.py) in the same transaction. A plain job (no
+        batch, no dependant when claimed) costs one UPDATE as before: it is
+        conditioned on ``has_dependants`` still being false, so a dependant
+        added since the claim makes it match nothing, and the outcome is then
+        written the workflows' way (which also covers a lease lost meanwhile)."""
+        if all(job.batch_id is None and not job.has_dependants for job in jobs):
+            updated = rows.filter(has_dependants=False).update(**changes)
+            if updated == len(jobs):
+                return updated
+        else:
+            updated = 0
+        from ..workflows.completion import jobs_finished
+
+        with transaction.atomic(using=self.db):
+            updated += rows.update(**changes)
+            jobs_finished(self.db, [job.pk for job in jobs])
         return updated
 
 

@@ -27,6 +27,7 @@ from ..payload import as_list, bounded_text, check_return_value
 from ..status import Status
 from ..tasks_api import Task, TaskContext, task_finished, task_started
 from ..transitions import Finished, attempts_after, retry_delay
+from ..workflows.context import running_job
 from .atomic import run_atomic
 from .outcomes import OutcomeBuffer
 from .shared import Slot
@@ -112,7 +113,8 @@ class JobRunner:
             task_started.send(type(self.backend), task_result=result)
             args: list[Any] = [TaskContext(task_result=result), *job.args] if task.takes_context else job.args
             timeout = getattr(task, "timeout", None) or self.config.JOB_TIMEOUT
-            return call_with_limit(task.func, args, job.kwargs, timeout, self.slot), None
+            with running_job(job):  # current_batch() reads it
+                return call_with_limit(task.func, args, job.kwargs, timeout, self.slot), None
         except ForcedStop:
             raise
         except BaseException as exc:  # the task's own SystemExit, KeyboardInterrupt, CancelledError too

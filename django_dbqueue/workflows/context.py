@@ -1,0 +1,40 @@
+"""Which batch an enqueue joins, and which job this worker is running:
+context variables, so threads and async tasks each see their own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..models import Job
+
+# (database, batch id) of the innermost ``with batch(...)`` block.
+joining: ContextVar[tuple[str, int] | None] = ContextVar("dbqueue_batch", default=None)
+running: ContextVar[Job | None] = ContextVar("dbqueue_running_job", default=None)
+
+
+def batch_fields(database: str) -> dict[str, Any]:
+    """The Job fields an enqueue on ``database`` gets from the batch block it is in."""
+    current = joining.get()
+    if current is None:
+        return {}
+    if current[0] != database:
+        raise ValueError(
+            f"This task's backend writes to the database {database!r}, but the batch #{current[1]} "
+            f"being filled lives in {current[0]!r}; enqueue it outside the batch block, or create "
+            "the batch with using= that database's backend."
+        )
+    return {"batch_id": current[1]}
+
+
+@contextmanager
+def running_job(job: Job) -> Iterator[None]:
+    """Mark ``job`` as the one this worker runs (``current_batch()`` reads it)."""
+    token = running.set(job)
+    try:
+        yield
+    finally:
+        running.reset(token)

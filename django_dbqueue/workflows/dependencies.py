@@ -1,0 +1,143 @@
+"""Dependencies from code: ``task.using(depends_on=[...]).enqueue(...)``
+makes a job that waits (status WAITING, never claimed, no attempt spent)
+until every parent has finished; ``chain()`` is the common case.
+
+A parent is a job (its TaskResult, or its id) or a batch (its handle from
+``batch()``/``get_batch()``). What a parent's failure or cancellation does
+is the child's ``on_parent_failure``: ``"cancel"`` it (the default) or
+``"run"`` it anyway. With ``pass_result=True`` the parents' return values
+are put before the child's own arguments when it is released.
+
+The dependant is written in one transaction that first locks its parent
+rows: a parent finishing at that moment either committed before (it is
+seen finished, and its dependency written resolved) or waits for this
+transaction and then finds the dependency (``has_dependants`` is set on
+the parent's row here, which the outcome's UPDATE is conditioned on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+
+from ..status import FINISHED, Status
+from ..tasks_api import TaskResult
+from .calls import Call, as_call
+from .completion import FAILURES
+from .models import Batch, BatchStatus, Dependency
+
+POLICIES = ("cancel", "run")
+
+
+def parent_ids(depends_on: Any) -> list[tuple[str, int]]:
+    """``depends_on`` as ``[("job", id) | ("batch", id), ...]``, in order."""
+    if depends_on is None:
+        return []
+    values = [depends_on] if not isinstance(depends_on, (list, tuple, set, frozenset)) else list(depends_on)
+    parents: list[tuple[str, int]] = []
+    for value in values:
+        if isinstance(value, TaskResult):
+            parents.append(("job", int(value.id)))
+        elif hasattr(value, "counts") and hasattr(value, "seal"):  # a BatchHandle
+            parents.append(("batch", int(value.id)))
+        elif isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).isdigit():
+            parents.append(("job", int(value)))
+        else:
+            raise TypeError(
+                f"depends_on takes jobs (their TaskResult or id) and batches (from batch() or "
+                f"get_batch()); {value!r} is neither."
+            )
+    return parents
+
+
+def passed_results(task: Any) -> list[None]:
+    """Stand-ins for the results a ``pass_result`` job gets first, one per
+    parent job, for checking its arguments at enqueue."""
+    if not getattr(task, "pass_result", False):
+        return []
+    return [None for kind, _ in getattr(task, "depends_on", ()) if kind == "job"]
+
+
+def check_policy(value: Any) -> None:
+    if value not in POLICIES:
+        raise ValueError(f"on_parent_failure must be 'cancel' or 'run', not {value!r}.")
+
+
+def insert_dependant(job: Any, parents: list[tuple[str, int]], using: str) -> None:
+    """Insert ``job`` WAITING for ``parents``, or READY (or CANCELLED, by its
+    policy) if they have all finished already; in one transaction."""
+    from ..enqueue.inserting import insert_job
+    from ..models import Job
+
+    jobs = Job._base_manager.using(using)
+    job_ids = [pk for kind, pk in parents if kind == "job"]
+    batch_ids = [pk for kind, pk in parents if kind == "batch"]
+    with transaction.atomic(using=using):
+        rows = {pk: (status, value) for pk, status, value in _locked(jobs, job_ids)}
+        batches = dict(
+            Batch.objects.using(using)
+            .filter(pk__in=batch_ids)
+            .select_for_update()
+            .order_by("pk")
+            .values_list("pk", "status")
+        )
+        missing = [f"job #{pk}" for pk in job_ids if pk not in rows] + [
+            f"batch #{pk}" for pk in batch_ids if pk not in batches
+        ]
+        if missing:
+            raise LookupError(f"depends_on names {', '.join(missing)}, which does not exist in {using!r}.")
+        open_jobs = [pk for pk in job_ids if rows[pk][0] not in FINISHED]
+        open_batches = [pk for pk in batch_ids if batches[pk] == BatchStatus.OPEN]
+        failed = any(rows[pk][0] in FAILURES for pk in job_ids) or any(
+            batches[pk] in (BatchStatus.FAILED, BatchStatus.CANCELLED) for pk in batch_ids
+        )
+        if failed and job.on_parent_failure != "run":
+            job.status, job.unique_key = Status.CANCELLED, None
+            job.finished_at = job.enqueued_at
+        elif open_jobs or open_batches:
+            job.status = Status.WAITING
+        elif job.pass_result:
+            job.args = [*(rows[pk][1] for pk in job_ids), *job.args]
+        insert_job(job, using)
+        resolved = set(job_ids) - set(open_jobs), set(batch_ids) - set(open_batches)
+        Dependency.objects.using(using).bulk_create(
+            Dependency(
+                child_id=job.pk,
+                parent_id=pk if kind == "job" else None,
+                parent_batch_id=pk if kind == "batch" else None,
+                resolved=pk in resolved[kind == "batch"],
+            )
+            for kind, pk in parents
+        )
+        if open_jobs:
+            jobs.filter(pk__in=open_jobs, has_dependants=False).update(has_dependants=True)
+
+
+def _locked(jobs: Any, ids: list[int]) -> Iterable[tuple[int, str, Any]]:
+    rows = jobs.filter(pk__in=ids).select_for_update().order_by("pk")
+    return rows.values_list("pk", "status", "return_value") if ids else []
+
+
+def chain(
+    *steps: Call | Any, pass_result: bool = False, on_parent_failure: str = "cancel"
+) -> list[TaskResult]:
+    """Enqueue ``steps`` (each ``call(task, *args, **kwargs)``) so that each
+    runs after the one before it has finished; with ``pass_result`` each gets
+    its parent's return value as its first argument. One transaction: all
+    the steps are enqueued, or none. Returns their TaskResults, in order."""
+    check_policy(on_parent_failure)
+    calls = [as_call(step, "a chain's step") for step in steps]
+    if not calls:
+        raise ValueError("chain() needs at least one step.")
+    database = getattr(calls[0].task.get_backend(), "database", "default")
+    results: list[TaskResult] = []
+    with transaction.atomic(using=database):
+        for task, args, kwargs in calls:
+            if results:
+                task = task.using(
+                    depends_on=[results[-1]], pass_result=pass_result, on_parent_failure=on_parent_failure
+                )
+            results.append(task.enqueue(*args, **kwargs))
+    return results
