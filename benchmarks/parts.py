@@ -11,6 +11,7 @@ import history as history_part
 import limits as limits_part
 import shapes as shapes_part
 import tank as tank_part
+import workflows as workflows_part
 from common import median
 
 MIX = {"slow_fraction": 0.001, "slow_seconds": 0.2}
@@ -137,3 +138,11 @@ def limits(results: dict, sizes: dict) -> None:
     for drained in [row["drain_unlimited"], *row["drain_limited"]]:
         _ran_once(results, drained["each_ran_once"])
     results["limits"] = row
+
+
+def batch_drain(results: dict, sizes: dict) -> None:
+    """A 20,000-job batch drained by 2 workers against the plain drain in
+    the same run, and a 1,000-step chain's overhead per step (workflows.py)."""
+    row = workflows_part.run(sizes["drain_jobs"], 2, sizes["drain_rounds"], sizes["chain_steps"])
+    _ran_once(results, row.pop("each_ran_once") and row["chain"]["each_ran_once"])
+    results["batch_drain"] = row

@@ -27,7 +27,7 @@ import common  # noqa: E402
 
 UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
 
-PARTS = ("drain", "enqueue", "tank", "history", "shapes", "batch", "limits")
+PARTS = ("drain", "enqueue", "tank", "history", "shapes", "batch", "limits", "batch_drain")
 FULL = {
     "drain_jobs": 20_000,
     "drain_rounds": 3,
@@ -41,6 +41,7 @@ FULL = {
     "shape_jobs": 20_000,
     "shape_rounds": 3,
     "limit_jobs": 2_000,
+    "chain_steps": 1_000,
 }
 QUICK = {
     "drain_jobs": 2_000,
@@ -55,6 +56,7 @@ QUICK = {
     "shape_jobs": 2_000,
     "shape_rounds": 1,
     "limit_jobs": 200,
+    "chain_steps": 100,
 }
 
 

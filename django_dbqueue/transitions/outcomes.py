@@ -5,6 +5,7 @@ hands them over in ``Finished``."""
 from __future__ import annotations
 
 import random
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from ..clock import DbNow
 from ..db import ValueByPk
 from ..payload import as_list, bounded_errors
 from ..status import Status
+from ..workflows.completion import jobs_finished, members_finished
 from .rows import READY, RUNNING, JobRows
 
 if TYPE_CHECKING:
@@ -102,22 +104,24 @@ class OutcomeQuerySet(JobRows):
 
     def _finish(self, rows: OutcomeQuerySet, changes: dict[str, Any], jobs: list[Job]) -> int:
         """The UPDATE that finishes ``rows``, and what it sets off in workflows
-        (workflows/completion.py) in the same transaction. A plain job (no
-        batch, no dependant when claimed) costs one UPDATE as before: it is
-        conditioned on ``has_dependants`` still being false, so a dependant
-        added since the claim makes it match nothing, and the outcome is then
-        written the workflows' way (which also covers a lease lost meanwhile)."""
-        if all(job.batch_id is None and not job.has_dependants for job in jobs):
-            updated = rows.filter(has_dependants=False).update(**changes)
-            if updated == len(jobs):
-                return updated
-        else:
+        (workflows/completion.py) in the same transaction. The UPDATE is
+        conditioned on ``has_dependants`` still being false unless a job had
+        dependants when claimed: a plain job costs one UPDATE as before, a
+        batch member that UPDATE and its batch's check. A dependant added
+        since the claim makes the UPDATE match fewer rows, and the outcome
+        is then written the full way (which also covers a lease lost meanwhile)."""
+        batches = sorted({job.batch_id for job in jobs if job.batch_id is not None})
+        with transaction.atomic(using=self.db) if batches else nullcontext():
             updated = 0
-        from ..workflows.completion import jobs_finished
-
-        with transaction.atomic(using=self.db):
-            updated += rows.update(**changes)
-            jobs_finished(self.db, [job.pk for job in jobs])
+            if not any(job.has_dependants for job in jobs):
+                updated = rows.filter(has_dependants=False).update(**changes)
+                if updated == len(jobs):
+                    if batches:
+                        members_finished(self.db, batches)
+                    return updated
+            with transaction.atomic(using=self.db):
+                updated += rows.update(**changes)
+                jobs_finished(self.db, [job.pk for job in jobs])
         return updated
 
 

@@ -185,8 +185,11 @@ class Worker:
         jobs = self._claim()
         if jobs:
             self._run_batch(jobs)
-            # A full batch: more is probably waiting; so are more of a limited key.
-            return 0 if len(jobs) >= self.batch or self.limited.found else self.config.POLL_INTERVAL_MIN
+            # A full batch: more is probably waiting; so are more of a limited key,
+            # and the dependants (or batch callbacks) these outcomes released.
+            followed = any(job.has_dependants or job.batch_id is not None for job in jobs)
+            more = len(jobs) >= self.batch or self.limited.found or followed
+            return 0 if more else self.config.POLL_INTERVAL_MIN
         if self.limited.found:
             # Limited jobs wait for a slot: a slot that frees should not sit
             # idle for a long backoff while its jobs wait.

@@ -50,6 +50,15 @@ def jobs_finished(using: str, ids: Iterable[int]) -> None:
     Cascade(using).run(list(ids))
 
 
+def members_finished(using: str, batch_ids: Iterable[int]) -> None:
+    """Members of ``batch_ids`` have just finished (none with dependants):
+    complete any batch they were the last of, in the caller's transaction."""
+    cascade = Cascade(using)
+    for batch_id in batch_ids:
+        cascade.check_batch(batch_id)
+    cascade.run([])
+
+
 def batch_finished(using: str, batch_id: int, failed: bool) -> None:
     """Release or cancel the dependants of a batch that has just finished
     (or been cancelled), in the caller's transaction."""
