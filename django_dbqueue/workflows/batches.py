@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models import Count
 
 from ..clock import DbNow
+from ..db import retry_on_conflict
 from ..status import Status
 from ..tasks_api import TaskResult, task_backends
 from .calls import Call, callback_spec
@@ -111,15 +112,26 @@ class BatchHandle:
     def seal(self) -> None:
         """Say every member has been added: the batch completes when the last
         finishes, or now if none is unfinished (an empty batch succeeds at once)."""
-        with transaction.atomic(using=self.database):
-            Batch.objects.using(self.database).filter(pk=self.id, sealed=False).update(sealed=True)
-            Cascade(self.database).check_batch(self.id)
+
+        def seal() -> None:
+            with transaction.atomic(using=self.database):
+                Batch.objects.using(self.database).filter(pk=self.id, sealed=False).update(sealed=True)
+                Cascade(self.database).check_batch(self.id)
+
+        # Sealing as the last member finishes may deadlock with its outcome
+        # (completion.py's step 2): the database rolls one back, we try again.
+        retry_on_conflict(seal, self.database)
         self.refresh()
 
     def cancel(self) -> int:
         """Cancel the batch: its READY and WAITING members, and their
         dependants and the batch's, by their policy; RUNNING members finish.
         No callback runs. Returns how many members were cancelled."""
+        count = retry_on_conflict(self._cancel, self.database)
+        self.refresh()
+        return count
+
+    def _cancel(self) -> int:
         with transaction.atomic(using=self.database):
             cancelled = Batch.objects.using(self.database).filter(pk=self.id, status=BatchStatus.OPEN)
             if not cancelled.update(status=BatchStatus.CANCELLED, finished_at=DbNow()):
@@ -131,7 +143,6 @@ class BatchHandle:
             )
             jobs_finished(self.database, ids)
             batch_finished(self.database, self.id, failed=True)
-        self.refresh()
         return count
 
     def retry_failed(self) -> int:
