@@ -2,6 +2,10 @@
 
 jobs.py        the Job changelist and job page (JobAdmin)
 actions.py     requeue, cancel, run now and delete, as list actions and page buttons
+batches.py     the batches (workflows): their list, progress and page
+batch_actions.py  cancel a batch and retry its failed jobs, as list actions and page buttons
+workflow.py    a job's parents and dependants, and the workflow pictures
+dag.py         a workflow drawn as inline SVG, in layers
 display.py     how a job's fields are shown: badges, JSON, dates, the timeline
 dashboard.py   the queue dashboard: its view, its numbers and its link in the app list
 chart.py       the dashboard's chart of jobs finished per minute, as inline SVG
@@ -17,6 +21,7 @@ Importing this package registers the model admins with ``admin.site``, as
 Django's admin autodiscovery does.
 """
 
+from .batches import BatchAdmin
 from .dashboard import DashboardAdmin
 from .jobs import JobAdmin
 from .moderation import ModerationAdminMixin
@@ -25,6 +30,7 @@ from .schedules import ScheduleAdmin
 from .workers import WorkerAdmin
 
 __all__ = [
+    "BatchAdmin",
     "DashboardAdmin",
     "JobAdmin",
     "ModerationAdminMixin",

@@ -20,6 +20,7 @@ from . import display as show
 from .actions import JobActions
 from .dashboard import dashboard_view
 from .database import check_one_database, queue_database
+from .job_workflow import BatchFilter, JobWorkflowFields
 from .paginator import EstimatedCountPaginator
 
 # The columns the job list draws. The JSON columns (arguments, return value,
@@ -46,7 +47,7 @@ class JobChangeList(ChangeList):
 
 
 @admin.register(Job)
-class JobAdmin(JobActions, admin.ModelAdmin):
+class JobAdmin(JobWorkflowFields, JobActions, admin.ModelAdmin):
     list_display = (
         "id",
         "task",
@@ -58,7 +59,7 @@ class JobAdmin(JobActions, admin.ModelAdmin):
         "age",
     )
     list_display_links = ("id", "task")
-    list_filter = ("status", "queue_name", "task_path")
+    list_filter = ("status", "queue_name", "task_path", BatchFilter)
     # Searching is get_search_results(); these only make the admin draw the box.
     search_fields = ("=id", "task_path", "args", "kwargs")
     search_help_text = "A number finds the job with that id; other text searches task paths and arguments."
