@@ -108,6 +108,12 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
         back instead (and no ``task_enqueued`` is sent for it). Before
         ``migrate``: QueueNotMigrated, which says to run it."""
         parents = getattr(task, "depends_on", ())
+        if parents and job.unique_key is not None:
+            raise InvalidTask(
+                f"The task {task.module_path} has a unique_key, which a job with depends_on "
+                "cannot have yet; enqueue the dependant through a task without unique_key, "
+                "and give its first parent the key instead."
+            )
         with schema_required(self.alias, self.database):
             if parents:
                 retry_on_conflict(lambda: insert_dependant(job, list(parents), self.database), self.database)

@@ -9,6 +9,7 @@ from demo import workflow_tasks as wt
 from demo.models import Execution
 from django_dbqueue import batch, call, chain, get_batch
 from django_dbqueue.models import Batch, Job
+from django_dbqueue.tasks_api import InvalidTask
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -157,7 +158,14 @@ def test_bad_workflow_input_is_refused_with_what_to_do():
         wt.member.using(depends_on=[1], on_parent_failure="ignore")
     with pytest.raises(LookupError, match="job #999999"):
         wt.member.using(depends_on=[999999]).enqueue("orphan")
-    assert not Job.objects.exists(), "a refused dependant writes nothing"
+    from demo.tasks import record_once
+
+    parent = wt.member.enqueue("parent")
+    with pytest.raises(InvalidTask, match="has a unique_key"):
+        record_once.using(depends_on=[parent]).enqueue("keyed")
+    assert list(Job.objects.values_list("pk", flat=True)) == [int(parent.id)], (
+        "a refused dependant writes nothing"
+    )
     with pytest.raises(TypeError, match="call\\(task"):
         batch(on_success="demo.workflow_tasks.callback")
     with pytest.raises(LookupError, match="no batch #12345"):
