@@ -151,6 +151,19 @@ def test_retry_failed_requeues_and_reopens_the_batch(runqueue):
     assert Batch.objects.count() == 1
 
 
+def test_retry_failed_makes_a_cancelled_child_wait_for_its_retried_parent(runqueue):
+    with batch(on_success=call(wt.callback, "second time")) as retried:
+        parent = wt.fails_once.enqueue("parent")
+        child = wt.member.using(depends_on=[parent]).enqueue("child")
+    drain(runqueue)
+    assert Job.objects.get(pk=child.id).status == "CANCELLED"
+    assert retried.retry_failed() == 2
+    assert Job.objects.get(pk=child.id).status == "WAITING", "not READY before its parent ran again"
+    drain(runqueue)
+    assert (get_batch(retried.id).status, runs()["parent"], runs()["child"]) == ("SUCCEEDED", 2, 1)
+    assert callback_jobs(retried.id) == ["second time"]
+
+
 def test_bad_workflow_input_is_refused_with_what_to_do():
     with pytest.raises(TypeError, match="depends_on takes jobs"):
         wt.member.using(depends_on=["x"])

@@ -54,6 +54,11 @@ class ActionQuerySet(JobRows):
                 Batch.objects.using(self.db).filter(pk__in=reopened).exclude(status=BatchStatus.OPEN).update(
                     status=BatchStatus.OPEN, finished_at=None, callback_job_ids=[]
                 )
+            if jobs:
+                from ..workflows.dependencies import wait_again
+
+                # A child waits again for its parents that are unfinished now.
+                wait_again(self.db, [job.pk for job in jobs])
         return count
 
     def cancel(self) -> int:

@@ -115,6 +115,29 @@ def insert_dependant(job: Any, parents: list[tuple[str, int]], using: str) -> No
             jobs.filter(pk__in=open_jobs, has_dependants=False).update(has_dependants=True)
 
 
+def wait_again(using: str, ids: list[int]) -> None:
+    """Requeued jobs ``ids`` (now READY) that have a parent not finished
+    (requeued with them, say) wait for it again, in the caller's transaction:
+    a retried child must not run before its retried parent."""
+    from ..models import Job
+
+    jobs = Job._base_manager.using(using)
+    deps = Dependency.objects.using(using).filter(child_id__in=ids)
+    parents = set(deps.filter(parent_id__isnull=False).values_list("parent_id", flat=True))
+    open_jobs = list(
+        jobs.filter(pk__in=parents)
+        .exclude(status__in=FINISHED)
+        .select_for_update()
+        .values_list("pk", flat=True)
+    )
+    batch_ids = set(deps.filter(parent_batch_id__isnull=False).values_list("parent_batch_id", flat=True))
+    open_batches = Batch.objects.using(using).filter(pk__in=batch_ids, status=BatchStatus.OPEN)
+    deps.filter(parent_id__in=open_jobs).update(resolved=False)
+    deps.filter(parent_batch_id__in=list(open_batches.values_list("pk", flat=True))).update(resolved=False)
+    waiting = deps.filter(resolved=False).values_list("child_id", flat=True)
+    jobs.filter(pk__in=list(waiting), status=Status.READY).update(status=Status.WAITING)
+
+
 def _locked(jobs: Any, ids: list[int]) -> Iterable[tuple[int, str, Any]]:
     rows = jobs.filter(pk__in=ids).select_for_update().order_by("pk")
     return rows.values_list("pk", "status", "return_value") if ids else []

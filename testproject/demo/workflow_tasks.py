@@ -27,6 +27,16 @@ def fails(key: str) -> None:
     raise RuntimeError(f"{key} fails on purpose")
 
 
+@task(max_attempts=1)
+def fails_once(key: str) -> str:
+    """Fails its first run, succeeds when requeued."""
+    first = not Execution.objects.filter(key=key).exists()
+    _ran(key)
+    if first:
+        raise RuntimeError(f"{key} fails its first run on purpose")
+    return key
+
+
 @task
 def callback(label: str, batch_id: int) -> None:
     """A batch's callback: one Execution per run, named after its batch."""
