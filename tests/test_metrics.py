@@ -98,7 +98,7 @@ def test_made_up_queue_names_share_one_label(client):
     m = samples(client.get("/metrics/").content.decode())
     labels = {dict(labels)["queue"] for _, labels in m if "queue" in dict(labels)}
     assert labels == {"default", "email", "slow", "held", "side", "(other)"}
-    assert len(m) == 2 + 8 * len(labels), "8 series per label, plus up and alive"
+    assert len(m) == 2 + 9 * len(labels), "9 series per label (six statuses), plus up and alive"
     assert m[("dbqueue_jobs", (("queue", "(other)"), ("status", "READY")))] == 300
     assert m[("dbqueue_jobs_due", (("queue", "(other)"),))] == 300
     assert m[("dbqueue_queue_lag_seconds", (("queue", "(other)"),))] >= 0
