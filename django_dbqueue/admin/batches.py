@@ -197,7 +197,7 @@ class BatchAdmin(BatchActions, ReadOnlyAdminMixin, admin.ModelAdmin):
             format_html("{})", by_status) if counts else "",
         )
 
-    @admin.display(description="workflow")
+    @admin.display(description="members and their dependencies")
     def picture(self, batch: Batch) -> SafeString:
         return batch_picture(batch, self.admin_site.name, sum(self.counts(batch).values()))
 

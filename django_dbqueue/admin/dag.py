@@ -91,15 +91,39 @@ def workflow_svg(nodes: list[Node], edges: list[tuple[str, str]], title: str) ->
         w=f"{width:.0f}",
         h=f"{height:.0f}",
         title=title,
-        edges=format_html_join("", "{}", ((edge_path(at[p], at[c], p, c),) for p, c in edges)),
+        edges=format_html_join(
+            "", "{}", ((edge_path(*ends, p, c),) for (p, c), ends in ports(edges, at).items())
+        ),
         nodes=format_html_join("", "{}", ((node_box(node, at[node.key]),) for node in nodes)),
     )
 
 
-def edge_path(start: tuple[float, float], end: tuple[float, float], parent: str, child: str) -> SafeString:
-    """A curve from the parent's right edge to the child's left edge."""
-    x1, y1 = start[0] + NODE_WIDTH, start[1] + NODE_HEIGHT / 2
-    x2, y2 = end[0], end[1] + NODE_HEIGHT / 2
+Point = tuple[float, float]
+
+
+def ports(edges: list[tuple[str, str]], at: dict[str, Point]) -> dict[tuple[str, str], tuple[Point, Point]]:
+    """Where each arrow leaves its parent's right edge and reaches its
+    child's left edge: a node's arrows spread over its height in the order
+    of the nodes at their other ends, so a fan-in's arrows stay apart."""
+    outgoing: dict[str, list[str]] = defaultdict(list)
+    incoming: dict[str, list[str]] = defaultdict(list)
+    for parent, child in edges:
+        outgoing[parent].append(child)
+        incoming[child].append(parent)
+
+    def spread(node: str, others: list[str], other: str) -> float:
+        ordered = sorted(others, key=lambda key: (at[key][1], key))
+        return at[node][1] + NODE_HEIGHT * (ordered.index(other) + 1) / (len(ordered) + 1)
+
+    return {
+        (p, c): ((at[p][0] + NODE_WIDTH, spread(p, outgoing[p], c)), (at[c][0], spread(c, incoming[c], p)))
+        for p, c in edges
+    }
+
+
+def edge_path(start: Point, end: Point, parent: str, child: str) -> SafeString:
+    """A curve from ``start`` on the parent's right edge to ``end`` on the child's left edge."""
+    (x1, y1), (x2, y2) = start, end
     bend = max((x2 - x1) / 2, LAYER_GAP / 2)
     return format_html(
         '<path class="dbqueue-dag-edge" data-from="{}" data-to="{}" '

@@ -1,0 +1,99 @@
+"""A batch's page in a real browser (Debian's Chromium via Playwright, as in
+test_admin_browser.py) on a laptop and a phone: the progress, the members'
+links and the workflow's picture, and nothing wider than the screen.
+Screenshots land in test-output/screenshots/."""
+
+import os
+
+import pytest
+from django.contrib.auth.models import User
+from django.utils import timezone
+
+from django_dbqueue.models import Job
+from django_dbqueue.workflows.models import Batch, Dependency
+from tests.test_admin_browser import DOCS_IMAGES, SCREENSHOTS, browser  # noqa: F401 (a fixture)
+
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(
+        os.environ.get("DBQUEUE_DATABASE", "sqlite") != "mariadb",
+        reason="browser tests run once, on MariaDB, the database this app is for",
+    ),
+]
+
+
+def nightly_import() -> Batch:
+    """fetch → four transforms (one failed) → merge (waiting) → publish (waiting)."""
+    batch = Batch.objects.create(
+        description="Nightly import of the product catalogue",
+        metadata={"source": "s3://catalogue/2026-11-23.csv", "rows": 48210, "requested_by": "ops"},
+        on_success={"task": "catalogue.tasks.announce", "args": ["catalogue updated"], "kwargs": {}},
+        on_failure={"task": "catalogue.tasks.page_on_call", "args": [], "kwargs": {"team": "data"}},
+        sealed=True,
+    )
+    now = timezone.now()
+
+    def member(task: str, status: str, *parents: Job, **fields) -> Job:
+        finished = now if status in ("SUCCESSFUL", "FAILED", "CANCELLED") else None
+        job = Job.objects.create(
+            task_path=f"catalogue.tasks.{task}", batch=batch, status=status, finished_at=finished, **fields
+        )
+        for parent in parents:
+            Dependency.objects.create(
+                parent_id=parent.pk, child_id=job.pk, resolved=parent.finished_at is not None
+            )
+            Job.objects.filter(pk=parent.pk).update(has_dependants=True)
+        return job
+
+    fetch = member("fetch_csv", "SUCCESSFUL")
+    parts = [
+        member("transform_part", status, fetch, args=[i])
+        for i, status in enumerate(["SUCCESSFUL", "SUCCESSFUL", "FAILED", "RUNNING"])
+    ]
+    merge = member("merge_parts", "WAITING", *parts, on_parent_failure="run", pass_result=True)
+    member("publish", "WAITING", merge)
+    return batch
+
+
+@pytest.mark.parametrize("width", [1366, 420])
+def test_a_batch_page_fits_a_laptop_and_a_phone(browser, live_server, width):  # noqa: F811
+    User.objects.create_superuser("admin", password="pw")
+    batch = nightly_import()
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/django_dbqueue/batch/{batch.pk}/change/")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", "pw")
+    page.click("input[type=submit]")
+    page.wait_for_selector("svg.dbqueue-dag")
+
+    assert "7 total: 3 succeeded, 1 failed, 3 pending" in page.inner_text(".field-progress")
+    assert page.locator("svg.dbqueue-dag .dbqueue-dag-node").count() == 7
+    assert page.locator("svg.dbqueue-dag .dbqueue-dag-edge").count() == 9  # 4 out, 4 in, 1
+    underline = "() => getComputedStyle(document.querySelector('svg.dbqueue-dag a')).textDecorationLine"
+    assert page.evaluate(underline) == "none", "a box's label is not underlined as a link in text is"
+    assert page.locator(".object-tools button").all_inner_texts() == ["CANCEL BATCH", "RETRY FAILED JOBS"]
+    # The page never scrolls sideways; only the picture may, inside its own box.
+    sizes = page.evaluate("() => ({page: document.documentElement.scrollWidth, viewport: window.innerWidth})")
+    assert sizes["page"] <= sizes["viewport"] == width, sizes
+    scrolling = page.evaluate(
+        "() => [...document.querySelectorAll('#content *')].filter(e => e.clientWidth > 1"
+        " && e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible')"
+        ".map(e => e.tagName + '.' + e.className)"
+    )
+    assert set(scrolling) <= {"DIV.dbqueue-dag-box"}, scrolling
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"batch-{width}.png"), full_page=True)
+    if width == 1366 and os.environ.get("DBQUEUE_UPDATE_DOC_IMAGES") == "1":
+        # Refreshed on request only, so that a test run leaves the checkout clean.
+        page.screenshot(path=str(DOCS_IMAGES / "batch.png"), full_page=True)
+
+    # The members' link opens the job list filtered to this batch.
+    page.locator(".field-members a").first.click()
+    page.wait_for_url(f"**batch_id={batch.pk}")
+    assert page.locator("#result_list tbody tr").count() == 7
+    context.close()
