@@ -96,4 +96,14 @@ def test_a_batch_page_fits_a_laptop_and_a_phone(browser, live_server, width):  #
     page.locator(".field-members a").first.click()
     page.wait_for_url(f"**batch_id={batch.pk}")
     assert page.locator("#result_list tbody tr").count() == 7
+
+    # The fan-in's page: its four parents and its dependant, linked, with the policy.
+    page.locator("#result_list a", has_text="merge_parts").first.click()
+    page.wait_for_selector("svg.dbqueue-dag")
+    assert page.locator("svg.dbqueue-dag .dbqueue-dag-node").count() == 7  # two levels up: fetch too
+    assert page.locator(".field-parents li").count() == 4
+    assert page.locator(".field-dependants li").count() == 1
+    assert "on_parent_failure=run" in page.inner_text(".field-policy")
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    page.screenshot(path=str(SCREENSHOTS / f"batch-job-{width}.png"), full_page=True)
     context.close()
