@@ -164,6 +164,18 @@ def test_retry_failed_makes_a_cancelled_child_wait_for_its_retried_parent(runque
     assert callback_jobs(retried.id) == ["second time"]
 
 
+def test_a_batch_filled_with_add_completes_only_once_sealed(runqueue):
+    made = batch(on_success=call(wt.callback, "sealed"))
+    made.add(wt.member, "one")
+    made.add(wt.member, "two")
+    assert not made.sealed
+    drain(runqueue)
+    assert (get_batch(made.id).status, get_batch(made.id).succeeded) == ("OPEN", 2), "not sealed yet"
+    assert callback_jobs(made.id) == []
+    made.seal()
+    assert made.status == "SUCCEEDED" and callback_jobs(made.id) == ["sealed"]
+
+
 def test_bad_workflow_input_is_refused_with_what_to_do():
     with pytest.raises(TypeError, match="depends_on takes jobs"):
         wt.member.using(depends_on=["x"])

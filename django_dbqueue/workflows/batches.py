@@ -86,13 +86,20 @@ class BatchHandle:
         return f"<batch #{self.id} {self.status}: {self.succeeded}/{self.total} succeeded>"
 
     def __enter__(self) -> BatchHandle:
-        if self.refresh().finished:
+        self.sealed = self._open_sealed()
+        self._tokens.append((joining.set((self.database, self.id)), self.sealed))
+        return self
+
+    def _open_sealed(self) -> bool:
+        """Whether the batch is sealed; ValueError if it has finished."""
+        row = Batch.objects.using(self.database).filter(pk=self.id).values_list("status", "sealed").first()
+        if row is None or row[0] != BatchStatus.OPEN:
+            self.status = row[0] if row else "deleted"
             raise ValueError(
                 f"The batch #{self.id} has finished ({self.status}); a finished batch takes no new "
                 "jobs. Make a new batch, or retry_failed() this one."
             )
-        self._tokens.append((joining.set((self.database, self.id)), self.sealed))
-        return self
+        return row[1]
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -105,9 +112,15 @@ class BatchHandle:
             self.seal()
 
     def add(self, task: Any, /, *args: Any, **kwargs: Any) -> TaskResult:
-        """Enqueue one member: ``task.enqueue(*args, **kwargs)`` inside this batch."""
-        with self:
+        """Enqueue one member: ``task.enqueue(*args, **kwargs)`` inside this
+        batch. It does not seal the batch: ``seal()`` does, once every member
+        is added (or the end of the ``with`` block that made it)."""
+        self._open_sealed()
+        token = joining.set((self.database, self.id))
+        try:
             return task.enqueue(*args, **kwargs)
+        finally:
+            joining.reset(token)
 
     def seal(self) -> None:
         """Say every member has been added: the batch completes when the last

@@ -123,14 +123,14 @@ def wait_again(using: str, ids: list[int]) -> None:
 
     jobs = Job._base_manager.using(using)
     deps = Dependency.objects.using(using).filter(child_id__in=ids)
-    parents = set(deps.filter(parent_id__isnull=False).values_list("parent_id", flat=True))
+    parents = {pk for pk in deps.values_list("parent_id", flat=True) if pk is not None}
     open_jobs = list(
         jobs.filter(pk__in=parents)
         .exclude(status__in=FINISHED)
         .select_for_update()
         .values_list("pk", flat=True)
     )
-    batch_ids = set(deps.filter(parent_batch_id__isnull=False).values_list("parent_batch_id", flat=True))
+    batch_ids = {pk for pk in deps.values_list("parent_batch_id", flat=True) if pk is not None}
     open_batches = Batch.objects.using(using).filter(pk__in=batch_ids, status=BatchStatus.OPEN)
     deps.filter(parent_id__in=open_jobs).update(resolved=False)
     deps.filter(parent_batch_id__in=list(open_batches.values_list("pk", flat=True))).update(resolved=False)
