@@ -82,7 +82,7 @@ def test_the_list_shows_each_batch_with_its_progress_and_filters_by_status(viewe
     html = viewer.get(BATCHES).content.decode()
 
     assert "Nightly import" in html and "second line" not in html, "the description's first line"
-    assert "5 total: 1 succeeded, 2 failed, 2 pending" in html
+    assert "5 total: 1 succeeded, 1 failed, 1 cancelled, 2 pending" in html
     assert "0 total: 0 succeeded, 0 failed, 0 pending" in html
     assert html.count('class="dbqueue-progress"') == 2
     assert 'class="dbqueue-progress-failed"' in html and "1 failed</title>" in html
@@ -97,7 +97,7 @@ def test_a_batch_page_shows_progress_metadata_callbacks_and_links_its_members(vi
 
     html = viewer.get(page(batch.pk)).content.decode()
 
-    assert "5 total: 1 succeeded, 2 failed, 2 pending" in html
+    assert "5 total: 1 succeeded, 1 failed, 1 cancelled, 2 pending" in html
     assert "s3://bucket/2026-11-23" in html
     assert "on_success" in html and "demo.tasks.notify" in html
     assert f'href="/admin/django_dbqueue/job/{callback.pk}/change/"' in html

@@ -62,9 +62,10 @@ def progress_html(counts: dict[str, int]) -> SafeString:
             rects,
         ),
     )
-    failed = counts.get(Status.FAILED, 0) + counts.get(Status.CANCELLED, 0)
-    pending = total - counts.get(Status.SUCCESSFUL, 0) - failed
-    text = f"{total} total: {counts.get(Status.SUCCESSFUL, 0)} succeeded, {failed} failed, {pending} pending"
+    done, failed, cancelled = (counts.get(s, 0) for s in (Status.SUCCESSFUL, Status.FAILED, Status.CANCELLED))
+    text = f"{total} total: {done} succeeded, {failed} failed, "
+    text += f"{cancelled} cancelled, " if cancelled else ""
+    text += f"{total - done - failed - cancelled} pending"
     return format_html(
         '<div class="dbqueue-progress-box">{}<span class="dbqueue-counts">{}</span></div>', bar, text
     )
