@@ -90,6 +90,15 @@ def test_the_list_shows_each_batch_with_its_progress_and_filters_by_status(viewe
     assert "empty one" in filtered and "Nightly import" not in filtered
 
 
+def test_who_may_view_jobs_may_view_batches_and_no_one_else(client, sample):
+    batch, _ = sample
+    client.force_login(staff("jobs_only", "view_job"))
+    assert client.get(page(batch.pk)).status_code == 200
+    client.force_login(staff("nothing"))
+    assert client.get(BATCHES).status_code == 403
+    assert client.get(page(batch.pk)).status_code == 403
+
+
 def test_a_batch_page_shows_progress_metadata_callbacks_and_links_its_members(viewer, sample):
     batch, members = sample
     callback = job(task_path="demo.tasks.notify", kwargs={"batch_id": batch.pk})

@@ -22,6 +22,7 @@ from ..workflows.models import Batch
 from . import display as show
 from .batch_actions import BatchActions
 from .database import queue_database
+from .paginator import EstimatedCountPaginator
 from .readonly import ReadOnlyAdminMixin
 from .workflow import batch_picture, job_url
 
@@ -89,7 +90,10 @@ class BatchAdmin(BatchActions, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_filter = ("status",)
     ordering = ("-id",)
     sortable_by = ("id",)
+    # As the job list: no COUNT(*) of a big table per page view.
     show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+    paginator = EstimatedCountPaginator
     list_per_page = 50
     change_form_template = "admin/django_dbqueue/batch/change_form.html"
     fieldsets = (
@@ -121,6 +125,10 @@ class BatchAdmin(BatchActions, ReadOnlyAdminMixin, admin.ModelAdmin):
 
     def get_changelist(self, request: HttpRequest, **kwargs: object) -> type[ChangeList]:
         return BatchChangeList
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Who may see jobs may see the batches they belong to (a job's page links its batch).
+        return request.user.has_perm("django_dbqueue.view_job") or super().has_view_permission(request, obj)
 
     def get_urls(self) -> list[URLPattern]:
         prefix = f"{self.opts.app_label}_{self.opts.model_name}"
