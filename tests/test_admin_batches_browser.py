@@ -106,4 +106,17 @@ def test_a_batch_page_fits_a_laptop_and_a_phone(browser, live_server, width):  #
     assert "on_parent_failure=run" in page.inner_text(".field-policy")
     assert page.evaluate("() => document.documentElement.scrollWidth") <= width
     page.screenshot(path=str(SCREENSHOTS / f"batch-job-{width}.png"), full_page=True)
+
+    # The batch list: one row with its bar and counts, within the page
+    # (Django's own list scrolls in its .results box on a phone).
+    page.goto(f"{live_server.url}/admin/django_dbqueue/batch/")
+    assert "7 total: 3 succeeded, 1 failed, 3 pending" in page.inner_text("#result_list tbody tr")
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    if width == 1366:
+        overflow = page.evaluate(
+            "() => { const b = document.querySelector('#changelist .results');"
+            " return b.scrollWidth - b.clientWidth; }"
+        )
+        assert overflow == 0, overflow
+    page.screenshot(path=str(SCREENSHOTS / f"batch-list-{width}.png"), full_page=False)
     context.close()
