@@ -241,3 +241,19 @@ def test_retry_requeues_failed_and_cancelled_members_and_skips_batches_with_none
     assert LogEntry.objects.get().get_change_message() == (
         "Requeued 2 jobs failed or cancelled and opened the batch again (was OPEN)."
     )
+
+
+def test_a_job_that_waits_for_a_whole_batch_shows_and_draws_that_batch(viewer, sample):
+    batch, _ = sample
+    after = job(status="WAITING")
+    Dependency.objects.create(parent_batch_id=batch.pk, child_id=after.pk)
+
+    html = viewer.get(f"{CHANGELIST}{after.pk}/change/").content.decode()
+
+    assert f'href="/admin/django_dbqueue/batch/{batch.pk}/change/">batch #{batch.pk}</a>' in html
+    assert 'dbqueue-badge dbqueue-open">OPEN' in html, "the batch's status"
+    svg = svg_of(html)
+    assert edges_of(svg) == {(f"batch:{batch.pk}", f"job:{after.pk}")}
+    assert "on_parent_failure=cancel" in html
+    on_batch_page = viewer.get(page(batch.pk)).content.decode()
+    assert f'<a href="/admin/django_dbqueue/job/{after.pk}/change/">' in on_batch_page, "its dependants"

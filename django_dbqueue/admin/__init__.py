@@ -6,6 +6,7 @@ batches.py     the batches (workflows): their list, progress and page
 batch_actions.py  cancel a batch and retry its failed jobs, as list actions and page buttons
 workflow.py    a job's parents and dependants, and the workflow pictures
 dag.py         a workflow drawn as inline SVG, in layers
+progress.py    a batch's members counted by status, and its progress bar
 display.py     how a job's fields are shown: badges, JSON, dates, the timeline
 dashboard.py   the queue dashboard: its view, its numbers and its link in the app list
 chart.py       the dashboard's chart of jobs finished per minute, as inline SVG

@@ -10,66 +10,22 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
-from django.db.models import Count, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
-from ..models import Job, Status
+from ..models import Job
 from ..workflows.models import Batch
 from . import display as show
 from .batch_actions import BatchActions
 from .database import queue_database
 from .paginator import EstimatedCountPaginator
+from .progress import member_counts, progress_html
 from .readonly import ReadOnlyAdminMixin
-from .workflow import batch_picture, job_url
-
-# The progress bar's segments, in order, and the statuses each counts.
-SEGMENTS = (
-    ("successful", (Status.SUCCESSFUL,)),
-    ("failed", (Status.FAILED,)),
-    ("cancelled", (Status.CANCELLED,)),
-    ("running", (Status.RUNNING,)),
-    ("pending", (Status.READY, Status.WAITING)),
-)
-
-
-def member_counts(database: str, batch_ids: list[int]) -> dict[int, dict[str, int]]:
-    """Each batch's members by status: one grouped read of the (batch, status) index."""
-    counts: dict[int, dict[str, int]] = {pk: {} for pk in batch_ids}
-    rows = Job._base_manager.using(database).filter(batch_id__in=batch_ids).order_by()
-    for batch_id, status, n in rows.values_list("batch_id", "status").annotate(n=Count("pk")):
-        counts[batch_id][status] = n
-    return counts
-
-
-def progress_html(counts: dict[str, int]) -> SafeString:
-    """A bar (SVG, so no inline style) and the counts as text beside it."""
-    total = sum(counts.values())
-    parts = [(name, sum(counts.get(s, 0) for s in statuses)) for name, statuses in SEGMENTS]
-    x, rects = 0.0, []
-    for name, n in parts:
-        if n and total:
-            rects.append((name, f"{x:.2f}", f"{100 * n / total:.2f}", f"{n} {name}"))
-            x += 100 * n / total
-    bar = format_html(
-        '<svg class="dbqueue-progress" viewBox="0 0 100 8" preserveAspectRatio="none" aria-hidden="true">'
-        '<rect class="dbqueue-progress-track" x="0" y="0" width="100" height="8"/>{}</svg>',
-        format_html_join(
-            "",
-            '<rect class="dbqueue-progress-{}" x="{}" y="0" width="{}" height="8"><title>{}</title></rect>',
-            rects,
-        ),
-    )
-    done, failed, cancelled = (counts.get(s, 0) for s in (Status.SUCCESSFUL, Status.FAILED, Status.CANCELLED))
-    text = f"{total} total: {done} succeeded, {failed} failed, "
-    text += f"{cancelled} cancelled, " if cancelled else ""
-    text += f"{total - done - failed - cancelled} pending"
-    return format_html(
-        '<div class="dbqueue-progress-box">{}<span class="dbqueue-counts">{}</span></div>', bar, text
-    )
+from .workflow import batch_dependants, batch_picture, job_url, related_html
 
 
 class BatchChangeList(ChangeList):
@@ -99,7 +55,7 @@ class BatchAdmin(BatchActions, ReadOnlyAdminMixin, admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("description", "status_badge", "progress", "members")}),
         ("Timeline", {"fields": ("created", "finished", "sealed")}),
-        ("Workflow", {"fields": ("picture",)}),
+        ("Workflow", {"fields": ("picture", "dependants")}),
         ("Callbacks", {"fields": ("callbacks", "callback_jobs")}),
         ("Metadata", {"fields": ("metadata_json",)}),
     )
@@ -112,6 +68,7 @@ class BatchAdmin(BatchActions, ReadOnlyAdminMixin, admin.ModelAdmin):
         "finished",
         "sealed",
         "picture",
+        "dependants",
         "callbacks",
         "callback_jobs",
         "metadata_json",
@@ -209,6 +166,10 @@ class BatchAdmin(BatchActions, ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="members and their dependencies")
     def picture(self, batch: Batch) -> SafeString:
         return batch_picture(batch, self.admin_site.name, sum(self.counts(batch).values()))
+
+    @admin.display(description="jobs waiting for the batch")
+    def dependants(self, batch: Batch) -> SafeString:
+        return related_html(batch_dependants(batch, self.admin_site.name), "None.")
 
     @admin.display(description="callbacks")
     def callbacks(self, batch: Batch) -> SafeString:

@@ -111,6 +111,14 @@ def dependants_of(job: Job, site: str) -> list[Related]:
     return [Related("job", c.pk, f"#{c.pk} {c.task_path}", c.status, job_url(site, c.pk)) for c in children]
 
 
+def batch_dependants(batch: Batch, site: str) -> list[Related]:
+    """The jobs that wait for the whole batch (``depends_on=[batch]``)."""
+    database = batch._state.db or "default"
+    ids = Dependency.objects.using(database).filter(parent_batch_id=batch.pk).order_by("child_id")
+    children = _jobs(database, ids.values_list("child_id", flat=True)[:MAX_LISTED]).order_by("pk")
+    return [Related("job", c.pk, f"#{c.pk} {c.task_path}", c.status, job_url(site, c.pk)) for c in children]
+
+
 def related_html(related: list[Related], none: str) -> SafeString:
     from . import display as show
 
