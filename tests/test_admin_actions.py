@@ -49,7 +49,7 @@ def test_cancel_stops_ready_jobs_and_leaves_running_ones_alone(operator):
 
     assert messages_of(response) == [
         "Cancelled 1 job. Skipped 2 jobs (1 running, 1 failed): "
-        "only ready jobs can be cancelled; a running job is left to finish."
+        "only ready or waiting jobs can be cancelled; a running job is left to finish."
     ]
     assert Job.objects.get(pk=ready.pk).status == "CANCELLED"
     assert Job.objects.get(pk=running.pk).status == "RUNNING"

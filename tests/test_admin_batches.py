@@ -257,3 +257,21 @@ def test_a_job_that_waits_for_a_whole_batch_shows_and_draws_that_batch(viewer, s
     assert "on_parent_failure=cancel" in html
     on_batch_page = viewer.get(page(batch.pk)).content.decode()
     assert f'<a href="/admin/django_dbqueue/job/{after.pk}/change/">' in on_batch_page, "its dependants"
+
+
+def test_a_waiting_job_has_a_cancel_button_that_cancels_it(client):
+    client.force_login(staff("canceller", "view_job", "cancel_job"))
+    parent = job(status="RUNNING", owner="w1")
+    waiting = job(status="WAITING")
+    depends(waiting, parent)
+    url = f"{CHANGELIST}{waiting.pk}/change/"
+    assert (
+        '<button type="submit" name="action" value="cancel">Cancel</button>'
+        in client.get(url).content.decode()
+    )
+
+    response = client.post(f"{CHANGELIST}{waiting.pk}/actions/cancel/", follow=True)
+
+    assert messages_of(response) == ["Cancelled 1 job."]
+    assert Job.objects.get(pk=waiting.pk).status == "CANCELLED"
+    assert LogEntry.objects.get().get_change_message() == "Cancelled (was WAITING)."

@@ -64,9 +64,10 @@ CHANGES = {
     "cancel": Change(
         "cancel",
         "Cancelled",
-        "only ready jobs can be cancelled; a running job is left to finish",
+        "only ready or waiting jobs can be cancelled; a running job is left to finish",
         "Cancel",
-        lambda job, now: job.status == READY,
+        # WAITING: a job whose parents have not all finished (workflows).
+        lambda job, now: job.status in (READY, Status.WAITING),
         ("Cancelled %(count)d job.", "Cancelled %(count)d jobs."),
     ),
     "run_now": Change(
