@@ -26,12 +26,12 @@ def callback_jobs(batch_id: int) -> list[str]:
     return [job.args[0] for job in jobs if job.kwargs.get("batch_id") == batch_id]
 
 
-def finish_together(jobs: list[Job], single: bool) -> list[str]:
+def finish_together(jobs: list[Job], single: bool, barrier: threading.Barrier | None = None) -> list[str]:
     """Record each job's success from its own thread and connection. Each
     waits, after the UPDATE of its member and before its completion check,
     until the other has written its member too: both are then the "last"
     unfinished member as far as the database can tell."""
-    both_updated = threading.Barrier(len(jobs), timeout=30)
+    both_updated = barrier or threading.Barrier(len(jobs), timeout=30)
     errors: list[BaseException] = []
     waited: list[str] = []
 
@@ -126,3 +126,31 @@ def test_callbacks_and_releases_happen_once_under_sigkilled_workers(runqueue):
         assert callback_jobs(made.id) == ["ok", "fin"], "each callback inserted exactly once"
     for steps in chains:
         assert [Job.objects.get(pk=r.id).return_value for r in steps] == [1, 2, 3, 4, 5, 6]
+
+
+def seal_after(barrier: threading.Barrier, made, errors: list[BaseException]) -> None:
+    try:
+        barrier.wait()
+        made.seal()
+    except BaseException as exc:  # reported by the main thread
+        errors.append(exc)
+    finally:
+        connections.close_all()
+
+
+def test_sealing_a_batch_as_its_last_member_finishes_fires_the_callback_once():
+    for round_ in range(3):
+        made = batch(on_success=call(wt.callback, "sealed"))
+        made.add(wt.member, f"only{round_}")
+        (job,) = Job.objects.filter(batch_id=made.id).claim(f"w-{round_}", limit=1)
+        updated = threading.Barrier(2, timeout=30)
+        errors: list[BaseException] = []
+        sealer = threading.Thread(target=seal_after, args=(updated, made, errors))
+        sealer.start()
+        # The member's outcome waits, its row written, until the seal starts.
+        waited = finish_together([job], single=False, barrier=updated)
+        sealer.join(60)
+        if errors:
+            raise errors[0]
+        assert waited == [f"w-{round_}"]
+        assert (get_batch(made.id).status, callback_jobs(made.id)) == ("SUCCEEDED", ["sealed"])
