@@ -13,7 +13,7 @@ from django_dbqueue.admin.dag import layers
 from django_dbqueue.admin.workflow import MAX_NODES
 from django_dbqueue.models import Job
 from django_dbqueue.workflows.models import Batch, Dependency
-from tests.admin_helpers import CHANGELIST, job, messages_of, staff
+from tests.admin_helpers import CHANGELIST, act, job, messages_of, staff
 
 pytestmark = pytest.mark.django_db
 
@@ -275,3 +275,30 @@ def test_a_waiting_job_has_a_cancel_button_that_cancels_it(client):
     assert messages_of(response) == ["Cancelled 1 job."]
     assert Job.objects.get(pk=waiting.pk).status == "CANCELLED"
     assert LogEntry.objects.get().get_change_message() == "Cancelled (was WAITING)."
+
+
+def test_an_unfinished_member_or_parent_cannot_be_deleted_so_nothing_waits_forever(client, sample):
+    client.force_login(staff("deleter", "view_job", "delete_job"))
+    batch, (done, failed, _, _, _) = sample
+    parent, child = job(), job(status="WAITING")
+    depends(child, parent)
+    member = job(batch=batch)
+    loner = job()
+
+    confirm = act(client, "delete_selected", [parent, member, loner, failed])
+    assert (
+        "Skipped 2 jobs: a ready or waiting job in a workflow (a batch member, or a parent of other "
+        "jobs) cannot be deleted; cancel it first, so that its batch and dependants learn it has ended."
+    ) in messages_of(confirm)
+    assert {o.pk for o in confirm.context["queryset"]} == {loner.pk, failed.pk}
+    # Confirming with the stranding jobs posted anyway deletes only the others.
+    act(client, "delete_selected", [parent, member, loner, failed], post="yes")
+    assert set(
+        Job.objects.filter(pk__in=[parent.pk, member.pk, loner.pk, failed.pk]).values_list("pk", flat=True)
+    ) == {
+        parent.pk,
+        member.pk,
+    }
+    assert client.get(f"{CHANGELIST}{parent.pk}/delete/").status_code == 403
+    assert client.get(f"{CHANGELIST}{member.pk}/delete/").status_code == 403
+    assert client.get(f"{CHANGELIST}{done.pk}/delete/").status_code == 200, "a finished member may go"

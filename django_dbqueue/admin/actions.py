@@ -25,6 +25,7 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from ..models import Job, Status
+from .job_workflow import STRANDS, STRANDS_WHY, UNDELETABLE
 
 READY, RUNNING = Status.READY, Status.RUNNING
 FINISHED = (Status.SUCCESSFUL, Status.FAILED, Status.CANCELLED)
@@ -122,13 +123,16 @@ class JobActions(_ModelAdmin):
                 f"Skipped {jobs(running)}: running jobs cannot be deleted; wait for them to finish.",
                 messages.WARNING,
             )
-        deletable = queryset.exclude(status=RUNNING)
+        stranding = queryset.filter(STRANDS).count()
+        if stranding:
+            self.message_user(request, f"Skipped {jobs(stranding)}: {STRANDS_WHY}", messages.WARNING)
+        deletable = queryset.exclude(UNDELETABLE)
         if not deletable.exists():
             return None
         return django_delete_selected(self, request, deletable)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
-        queryset.exclude(status=RUNNING).delete()
+        queryset.exclude(UNDELETABLE).delete()
 
     def get_deleted_objects(self, objs: Any, request: HttpRequest) -> tuple[list, dict, set, list]:
         # Jobs have no relations to collect, and listing a million of them on

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -18,6 +18,23 @@ from . import display as show
 from .workflow import batch_url, dependants_of, job_picture, parents_of, related_html
 
 WORKFLOW_FIELDS = ("batch_link", "parents", "dependants", "policy", "workflow_picture")
+
+# Unfinished jobs in a workflow: deleted, a batch member would leave its
+# batch open and a parent its dependants WAITING, for ever (nothing else
+# would tell them it has ended). Cancelling tells them.
+STRANDS = Q(status__in=(Status.READY, Status.WAITING)) & (Q(batch__isnull=False) | Q(has_dependants=True))
+STRANDS_WHY = (
+    "a ready or waiting job in a workflow (a batch member, or a parent of other jobs) cannot be "
+    "deleted; cancel it first, so that its batch and dependants learn it has ended."
+)
+UNDELETABLE = Q(status=Status.RUNNING) | STRANDS
+
+
+def may_delete(job: Job) -> bool:
+    """What UNDELETABLE says, for one job read already."""
+    in_workflow = job.batch_id is not None or job.has_dependants
+    return job.status != Status.RUNNING and not (job.status in (Status.READY, Status.WAITING) and in_workflow)
+
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin

@@ -15,12 +15,12 @@ from django.urls import URLPattern, path
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from ..models import Job, Status
+from ..models import Job
 from . import display as show
 from .actions import JobActions
 from .dashboard import dashboard_view
 from .database import check_one_database, queue_database
-from .job_workflow import BatchFilter, JobWorkflowFields
+from .job_workflow import BatchFilter, JobWorkflowFields, may_delete
 from .paginator import EstimatedCountPaginator
 
 # The columns the job list draws. The JSON columns (arguments, return value,
@@ -209,7 +209,7 @@ class JobAdmin(JobWorkflowFields, JobActions, admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
-        if obj is not None and obj.status == Status.RUNNING:
+        if obj is not None and not may_delete(obj):  # running, or a workflow would wait on it
             return False
         return super().has_delete_permission(request, obj)
 
