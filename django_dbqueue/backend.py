@@ -31,8 +31,8 @@ from .options import OptionsError, QueueOptions, database_problem, entry_problem
 from .payload import encode_arguments
 from .schema import schema_required
 from .tasks_api import BaseTaskBackend, InvalidTask, Task, TaskResult, task_enqueued
+from .workflows.calls import passed_results
 from .workflows.context import batch_fields
-from .workflows.dependencies import insert_dependant, passed_results
 
 
 class DatabaseBackend(ResultView, BaseTaskBackend):
@@ -116,6 +116,10 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
             )
         with schema_required(self.alias, self.database):
             if parents:
+                # Here, not at the top: the backend is imported while apps load
+                # (tasks defined in a models module), before any model can be.
+                from .workflows.dependencies import insert_dependant
+
                 retry_on_conflict(lambda: insert_dependant(job, list(parents), self.database), self.database)
                 holder = job
             elif job.unique_key is None:

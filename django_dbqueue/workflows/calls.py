@@ -80,3 +80,11 @@ def insert_callbacks(using: str, batch_id: int, specs: list[dict[str, Any]]) -> 
         job.save(using=using, force_insert=True)
         ids.append(job.pk)
     return ids
+
+
+def passed_results(task: Any) -> list[None]:
+    """Stand-ins for the results a ``pass_result`` job gets first, one per
+    parent job, for checking its arguments at enqueue."""
+    if not getattr(task, "pass_result", False):
+        return []
+    return [None for kind, _ in getattr(task, "depends_on", ()) if kind == "job"]

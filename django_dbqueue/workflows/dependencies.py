@@ -52,14 +52,6 @@ def parent_ids(depends_on: Any) -> list[tuple[str, int]]:
     return parents
 
 
-def passed_results(task: Any) -> list[None]:
-    """Stand-ins for the results a ``pass_result`` job gets first, one per
-    parent job, for checking its arguments at enqueue."""
-    if not getattr(task, "pass_result", False):
-        return []
-    return [None for kind, _ in getattr(task, "depends_on", ()) if kind == "job"]
-
-
 def check_policy(value: Any) -> None:
     if value not in POLICIES:
         raise ValueError(f"on_parent_failure must be 'cancel' or 'run', not {value!r}.")
