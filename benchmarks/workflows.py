@@ -34,17 +34,20 @@ def batch_drain(n: int, processes: int) -> dict:
     """``n`` no-op members of one batch (bulk-enqueued inside it), drained;
     the callback must be inserted once."""
     from demo.tasks import noop
+    from demo.workflow_tasks import callback
     from django_dbqueue import batch, bulk_enqueue, call, get_batch
     from django_dbqueue.models import Job
 
     reset_jobs()
-    with batch("bench", on_success=call(noop)) as made:
+    # A callback gets batch_id= among its arguments: this one takes it.
+    with batch("bench", on_success=call(callback, "bench")) as made:
         bulk_enqueue(noop, [((), {})] * n)
     wall = _burst(processes)
     done = get_batch(made.id)
     members = Job.objects.filter(batch_id=made.id)
     span = _span(members)
-    ok = done.status == "SUCCEEDED" and done.succeeded == n and len(done.callback_job_ids) == 1
+    ran = Job.objects.filter(pk__in=done.callback_job_ids, status="SUCCESSFUL").count()
+    ok = done.status == "SUCCEEDED" and done.succeeded == n and len(done.callback_job_ids) == 1 and ran == 1
     return {
         "jobs": n,
         "processes": processes,

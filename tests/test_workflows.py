@@ -195,3 +195,29 @@ def test_bad_workflow_input_is_refused_with_what_to_do():
         batch(on_success="demo.workflow_tasks.callback")
     with pytest.raises(LookupError, match="no batch #12345"):
         get_batch(12345)
+
+
+def test_retry_failed_with_nothing_failed_leaves_the_batch_finished(runqueue):
+    with batch(on_success=call(wt.callback, "done")) as done:
+        wt.member.enqueue("done-0")
+    drain(runqueue)
+    assert get_batch(done.id).status == "SUCCEEDED"
+    assert done.retry_failed() == 0
+    again = get_batch(done.id)
+    # Reopened with nothing left to finish, it would stay OPEN for ever.
+    assert (again.status, again.finished_at is not None, len(again.callback_job_ids)) == (
+        "SUCCEEDED",
+        True,
+        1,
+    )
+
+
+def test_only_a_running_member_may_add_to_a_sealed_batch():
+    with batch() as sealed:
+        wt.member.enqueue("sealed-0")
+    with pytest.raises(ValueError, match=r"is sealed: only its own members, while they run, may add"):
+        with get_batch(sealed.id):
+            wt.member.enqueue("late")
+    with pytest.raises(ValueError, match="is sealed"):
+        get_batch(sealed.id).add(wt.member, "late")
+    assert get_batch(sealed.id).total == 1

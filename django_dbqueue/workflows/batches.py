@@ -99,6 +99,16 @@ class BatchHandle:
                 f"The batch #{self.id} has finished ({self.status}); a finished batch takes no new "
                 "jobs. Make a new batch, or retry_failed() this one."
             )
+        member = running.get()
+        if row[1] and (member is None or member.batch_id != self.id):
+            # Only an unfinished member holds a sealed batch open: from
+            # anywhere else its last member could finish, and the batch
+            # complete, between this look and the new job's INSERT.
+            raise ValueError(
+                f"The batch #{self.id} is sealed: only its own members, while they run, may add "
+                "jobs to it (with current_batch(): ...). Add every member before the batch is "
+                "sealed, or make a new batch."
+            )
         return row[1]
 
     def __exit__(
@@ -164,14 +174,17 @@ class BatchHandle:
         from ..models import Job
 
         with transaction.atomic(using=self.database):
-            Batch.objects.using(self.database).filter(pk=self.id).update(
-                status=BatchStatus.OPEN, finished_at=None, callback_job_ids=[]
-            )
             failed = _jobs(self.database).filter(
                 batch_id=self.id, status__in=(Status.FAILED, Status.CANCELLED)
             )
             ids = list(failed.values_list("pk", flat=True))
-            count = Job.objects.using(self.database).filter(pk__in=ids).requeue()
+            # Nothing to retry: the batch stays as it is. Reopened with no
+            # member left to finish, nothing would ever complete it again.
+            count = Job.objects.using(self.database).filter(pk__in=ids).requeue() if ids else 0
+            if count:
+                Batch.objects.using(self.database).filter(pk=self.id).update(
+                    status=BatchStatus.OPEN, finished_at=None, callback_job_ids=[]
+                )
         self.refresh()
         return count
 
