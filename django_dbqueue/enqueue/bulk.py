@@ -97,7 +97,7 @@ def insert_jobs(backend: DatabaseBackend, jobs: list[Job], batch_size: int) -> N
 
 
 def results_for(backend: DatabaseBackend, task: Task, jobs: list[Job]) -> list[TaskResult]:
-    results = [backend.to_result(job, task) for job in jobs]
+    results: list[TaskResult] = [backend.to_result(job, task) for job in jobs]
     if task_enqueued.has_listeners(type(backend)):
         for result in results:
             task_enqueued.send(type(backend), task_result=result)

@@ -1,11 +1,14 @@
 """The django.tasks view of a job row: ``get_result()`` and ``to_result()``,
 which :class:`~django_dbqueue.backend.DatabaseBackend` takes from
-:class:`ResultView`, and the errors as a row stores them."""
+:class:`ResultView`; the errors as a row stores them; and :class:`JobResult`,
+Django's TaskResult with what a running job reports (progress, a cancel
+request)."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from ..exceptions import JobCancelled, TaskResultNotLoadable
@@ -41,6 +44,40 @@ class StoredTaskError(TaskError):
         return TaskError.exception_class.fget(self)
 
 
+# The fields a refresh leaves as they are: what the job was enqueued as.
+# Everything else (Django's status, times, errors, return value, and ours)
+# is read again from the row.
+IDENTITY = frozenset({"task", "id", "args", "kwargs", "backend"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time; the stubs say otherwise
+    """Django's TaskResult, with what a running job reports: ``progress``
+    (0.0 to 1.0, None until the task reports one), ``progress_message``,
+    ``progress_at`` (when the worker last wrote them, by the database's
+    clock) and ``cancel_requested_at`` (None unless a cancel was asked for).
+    ``refresh()`` reads them again with the rest."""
+
+    progress: float | None = None
+    progress_message: str = ""
+    progress_at: datetime | None = None
+    cancel_requested_at: datetime | None = None
+
+    def refresh(self) -> None:
+        self._take(self.task.get_backend().get_result(self.id))
+
+    async def arefresh(self) -> None:
+        self._take(await self.task.get_backend().aget_result(self.id))
+
+    def _take(self, fresh: TaskResult) -> None:
+        # Not super().refresh(): it would read the row once for Django's
+        # fields and once more for ours. (Nor super() at all: a slots
+        # dataclass is a new class, which a bare super() does not know.)
+        for name in (f.name for f in dataclasses.fields(self)):
+            if name not in IDENTITY:
+                object.__setattr__(self, name, getattr(fresh, name, getattr(self, name)))
+
+
 class ResultView:
     """The row-as-``TaskResult`` half of DatabaseBackend."""
 
@@ -54,7 +91,7 @@ class ResultView:
     def job_model(self) -> Any:
         raise NotImplementedError
 
-    def get_result(self, result_id: str) -> TaskResult:
+    def get_result(self, result_id: str) -> JobResult:
         Job = self.job_model()
         try:
             job = Job.objects.using(self.database).get(pk=int(result_id))
@@ -68,7 +105,7 @@ class ResultView:
             ) from exc
         return self.to_result(job, task)
 
-    def to_result(self, job: Any, task: Task | None = None) -> TaskResult:
+    def to_result(self, job: Any, task: Task | None = None) -> JobResult:
         """The django.tasks view of a Job row. Its ``task`` is ``task`` (by
         default the one the row's task path names) as the row has it: with
         the row's priority, queue and run_after, as ``.using()`` made them."""
@@ -90,8 +127,15 @@ class ResultView:
             # Django's API has no cancelled state; FAILED is finished, so a
             # caller waiting for is_finished stops waiting.
             status = TaskResultStatus.FAILED
-            errors.append(StoredTaskError(exception_class_path=JOB_CANCELLED, traceback=CANCELLED_TRACEBACK))
-        result: TaskResult = TaskResult(
+            if not errors or errors[-1].exception_class_path != JOB_CANCELLED:
+                # A job cancelled while running has the worker's entry already.
+                errors.append(
+                    StoredTaskError(exception_class_path=JOB_CANCELLED, traceback=CANCELLED_TRACEBACK)
+                )
+        # vars(): a worker's claim may leave these columns unread (deferred),
+        # and reading one then would cost a query per job.
+        row = vars(job)
+        result = JobResult(
             task=self._task_as_stored(task, job),
             id=str(job.pk),
             status=status,
@@ -104,6 +148,10 @@ class ResultView:
             backend=self.alias,
             errors=errors,
             worker_ids=[str(worker) for worker in as_list(job.worker_ids)],
+            progress=row.get("progress"),
+            progress_message=row.get("progress_message") or "",
+            progress_at=row.get("progress_at"),
+            cancel_requested_at=row.get("cancel_requested_at"),
         )
         object.__setattr__(result, "_return_value", job.return_value)
         return result
