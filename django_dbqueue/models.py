@@ -89,6 +89,22 @@ class Job(models.Model):
     # to its arguments when it is released (a chain).
     on_parent_failure = models.CharField(max_length=6, default="cancel", db_default="cancel")
     pass_result = models.BooleanField(default=False, db_default=False)
+    # Control over a running job (running/, transitions/running.py). Setting
+    # cancel_requested_at is how the admin, code and SQL all ask for a
+    # cancel, whatever the job's state; like unique_key it is held only
+    # while the job is unfinished (every transition that finishes a job
+    # clears it), so its index holds the pending requests and nothing else.
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # The latest progress the task reported (0..1, None: none), written by
+    # the heartbeat under the worker's lease; progress_at on the database's clock.
+    progress = models.FloatField(null=True, blank=True)
+    progress_message = models.CharField(max_length=255, blank=True, default="", db_default="")
+    progress_at = models.DateTimeField(null=True, blank=True)
+    # The task's saved cursor (steps done, the step in progress and its
+    # position): the next attempt, after a retry, a crash or a deploy, resumes from it.
+    checkpoint = TolerantJSONField(null=True, blank=True)
+    # Times a stopping worker gave the job back unfinished, its attempt unspent.
+    interruptions = models.PositiveIntegerField(default=0, db_default=0)
 
     objects = JobQuerySet.as_manager()
 
@@ -119,6 +135,10 @@ class Job(models.Model):
             models.Index(fields=["finished_at"], name="dbqueue_job_finished"),
             # A batch's counts, and its completion check's "any member unfinished?".
             models.Index(fields=["batch", "status"], name="dbqueue_job_batch_status"),
+            # The heartbeat's look for cancel requests of running jobs. Only
+            # pending requests are in it (a finished job's is cleared), and
+            # no claim or outcome touches it: status is deliberately not in it.
+            models.Index(fields=["cancel_requested_at"], name="dbqueue_job_cancel"),
         ]
         permissions = [
             ("requeue_job", "Can requeue jobs"),

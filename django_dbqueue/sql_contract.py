@@ -19,7 +19,10 @@ from django.db import DatabaseError
 
 # 2: refuses numbers Python cannot read back (integers over 4,300 digits,
 # numbers beyond a double), and measures MAX_ARGUMENTS_BYTES as enqueue() does.
-VERSION = 2
+# 3: the WAITING status (workflows), and the control columns producers may
+# write (cancel_requested_at) or read (progress, progress_message,
+# progress_at, interruptions); the procedure itself is unchanged.
+VERSION = 3
 PROCEDURE = "dbqueue_enqueue"
 COMMENT = f"django-dbqueue SQL contract {VERSION}"
 

@@ -134,7 +134,7 @@ def test_the_procedure_keeps_its_parameters_and_says_its_contract_version():
             "WHERE routine_schema = DATABASE() AND routine_name = %s",
             [sql_contract.PROCEDURE],
         )
-        assert cursor.fetchone() == ("django-dbqueue SQL contract 2",)
+        assert cursor.fetchone() == (f"django-dbqueue SQL contract {sql_contract.VERSION}",)
 
 
 def test_the_page_states_the_version_the_code_carries():
