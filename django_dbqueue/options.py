@@ -39,6 +39,15 @@ class QueueOptions:
     MAX_RETURN_BYTES: int = 1_000_000
     # Seconds a job may run before it counts as a failed attempt; None: no limit.
     JOB_TIMEOUT: float | None = None
+    # On a stop signal, how long the job in hand may still run before it is
+    # interrupted at its next checkpoint and given back (docs/deploys.md);
+    # None: it finishes, however long it takes.
+    STOP_TIMEOUT: float | None = None
+    # How long a running job may ignore its cancel request (or a stop past
+    # STOP_TIMEOUT, for at most 5 s) before its worker stops it (docs/cancel.md).
+    CANCEL_GRACE_SECONDS: float = 10.0
+    # How often the heartbeat looks for cancel requests and writes progress.
+    CONTROL_INTERVAL: float = 1.0
     # Longest wait between reconnection attempts while the database is away.
     RECONNECT_BACKOFF_MAX: float = 5.0
     # Modules (or packages) besides installed apps whose tasks workers may run.
@@ -80,6 +89,13 @@ class QueueOptions:
     def heartbeat_interval(self) -> float:
         return self.LEASE_SECONDS / 4
 
+    @property
+    def control_interval(self) -> float:
+        """How often cancel requests are looked for and progress is written:
+        CONTROL_INTERVAL, or the heartbeat's own interval when a short lease
+        makes that shorter (not an error: tests and demos run short leases)."""
+        return min(self.CONTROL_INTERVAL, self.heartbeat_interval)
+
 
 def _parse_one(name: str, kind: Any, value: Any) -> Any:
     if name == "SCHEDULES":
@@ -99,8 +115,11 @@ def _parse_one(name: str, kind: Any, value: Any) -> Any:
         return value
     if value is None and kind == float | None:
         return None
+    if name in ZERO_ALLOWED and not isinstance(value, bool) and value == 0:
+        return 0.0
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
-        raise ImproperlyConfigured(f"OPTIONS {name} must be a positive number, not {value!r}.")
+        what = "zero or a positive number" if name in ZERO_ALLOWED else "a positive number"
+        raise ImproperlyConfigured(f"OPTIONS {name} must be {what}, not {value!r}.")
     if kind is int:
         if int(value) != value:
             raise ImproperlyConfigured(f"OPTIONS {name} must be a whole number, not {value!r}.")
@@ -109,6 +128,9 @@ def _parse_one(name: str, kind: Any, value: Any) -> Any:
 
 
 OUTCOMES = ("SUCCESSFUL", "FAILED", "CANCELLED")
+# Options for which zero means something: a STOP_TIMEOUT of 0 interrupts the
+# job in hand at its next checkpoint, at once.
+ZERO_ALLOWED = frozenset({"STOP_TIMEOUT"})
 
 
 def _parse_retention(value: Any) -> MappingProxyType:

@@ -239,6 +239,10 @@ def test_runqueue_refuses_options_out_of_range(argv, message):
         ({"ALLOWED_TASK_MODULES": ["os; rm"]}, "holds 'os; rm', which is not a module path"),
         ({"LEASE_SECONDS": float("inf")}, "OPTIONS LEASE_SECONDS must be a positive number, not inf"),
         ({"NO_SUCH": 1}, "Unknown django_dbqueue OPTIONS NO_SUCH"),
+        ({"STOP_TIMEOUT": -1}, "OPTIONS STOP_TIMEOUT must be zero or a positive number, not -1"),
+        ({"STOP_TIMEOUT": False}, "OPTIONS STOP_TIMEOUT must be zero or a positive number, not False"),
+        ({"CANCEL_GRACE_SECONDS": 0}, "OPTIONS CANCEL_GRACE_SECONDS must be a positive number, not 0"),
+        ({"CONTROL_INTERVAL": "1"}, "OPTIONS CONTROL_INTERVAL must be a positive number, not '1'"),
     ],
 )
 def test_bad_options_are_reported_by_the_system_check(options, message):
@@ -246,3 +250,13 @@ def test_bad_options_are_reported_by_the_system_check(options, message):
     errors = backend.check()
     assert [e.id for e in errors] == ["django_dbqueue.E003"]
     assert message in errors[0].msg
+
+
+def test_a_stop_timeout_of_zero_means_interrupt_at_once_and_none_means_never():
+    assert DatabaseBackend("zero", {"OPTIONS": {"STOP_TIMEOUT": 0}}).config.STOP_TIMEOUT == 0.0
+    assert DatabaseBackend("none", {"OPTIONS": {"STOP_TIMEOUT": None}}).config.STOP_TIMEOUT is None
+    defaults = DatabaseBackend("defaults", {}).config
+    assert defaults.STOP_TIMEOUT is None
+    assert (defaults.CANCEL_GRACE_SECONDS, defaults.CONTROL_INTERVAL) == (10.0, 1.0)
+    # A lease so short that the heartbeat beats more often than that sets the pace.
+    assert DatabaseBackend("short", {"OPTIONS": {"LEASE_SECONDS": 2}}).config.control_interval == 0.5

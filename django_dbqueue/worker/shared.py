@@ -14,6 +14,11 @@ from typing import Any
 from .timings import SharedTimings
 
 NAME_BYTES = 128
+# A progress message is cut to 255 characters (the column's size); UTF-8
+# takes at most 4 bytes for each.
+MESSAGE_CHARS = 255
+MESSAGE_BYTES = 4 * MESSAGE_CHARS
+NONE = float("nan")  # a fraction not reported
 
 
 class SharedState:
@@ -35,6 +40,16 @@ class SharedState:
       its own only if the chain began while the worker's own proof (its
       claim) still held; a chain that began later may have a gap in which
       another worker recovered them.
+    - ``job_ids``: the job the slot's worker is running (0: none); writer:
+      the worker.
+    - ``cancels`` and ``cancel_since``: a cancel request the heartbeat found
+      for a job of this slot's worker, and since when (elapsed clock);
+      writer: the heartbeat.
+    - ``progress_*``: the task's latest progress report, behind a sequence
+      number (a seqlock); writer: the worker, reader: the heartbeat.
+    - ``stop_deadlines``: when a stopping worker interrupts its job in hand
+      (elapsed clock, 0: none); writer: the worker.
+    - ``control_counts``: jobs cancelled and interrupted, per slot.
     """
 
     def __init__(self, slots: int, context: Any = None) -> None:
@@ -47,6 +62,16 @@ class SharedState:
         self.names = ctx.RawArray("c", NAME_BYTES * slots)
         self.held_until = ctx.RawArray("d", slots)
         self.chain_start = ctx.RawArray("d", slots)
+        self.job_ids = ctx.RawArray("q", slots)
+        self.cancels = ctx.RawArray("q", slots)
+        self.cancel_since = ctx.RawArray("d", slots)
+        self.progress_seq = ctx.RawArray("q", slots)
+        self.progress_job = ctx.RawArray("q", slots)
+        self.progress_fraction = ctx.RawArray("d", [NONE] * slots)
+        self.progress_length = ctx.RawArray("i", slots)
+        self.progress_message = ctx.RawArray("c", MESSAGE_BYTES * slots)
+        self.stop_deadlines = ctx.RawArray("d", slots)
+        self.control_counts = ctx.RawArray("q", 2 * slots)
         # Claim and run durations, for the metrics endpoint (timings.py).
         self.timings = SharedTimings(slots, ctx)
 
@@ -58,6 +83,11 @@ class SharedState:
 
     def totals(self) -> tuple[int, int]:
         counts = list(self.counts)
+        return sum(counts[0::2]), sum(counts[1::2])
+
+    def control_totals(self) -> tuple[int, int]:
+        """Jobs cancelled and interrupted while running, over every slot."""
+        counts = list(self.control_counts)
         return sum(counts[0::2]), sum(counts[1::2])
 
 
@@ -90,6 +120,79 @@ class Slot:
     def failed(self) -> int:
         return self.state.counts[2 * self.index + 1]
 
+    def count_control(self, cancelled: bool = False, interrupted: bool = False) -> None:
+        self.state.control_counts[2 * self.index] += cancelled
+        self.state.control_counts[2 * self.index + 1] += interrupted
+
+    @property
+    def cancelled(self) -> int:
+        return self.state.control_counts[2 * self.index]
+
+    @property
+    def interrupted(self) -> int:
+        return self.state.control_counts[2 * self.index + 1]
+
+    @property
+    def job_id(self) -> int:
+        return self.state.job_ids[self.index]
+
+    @job_id.setter
+    def job_id(self, value: int) -> None:
+        self.state.job_ids[self.index] = value
+
+    def post_cancel(self, job_id: int, since: float) -> None:
+        """The heartbeat found a cancel request for ``job_id``, at ``since``."""
+        # The id last: a reader that sees it sees its time too.
+        self.state.cancel_since[self.index] = since
+        self.state.cancels[self.index] = job_id
+
+    def cancel_posted(self) -> tuple[int, float]:
+        """``(job_id, since)`` of the last cancel posted (0: none)."""
+        job_id = self.state.cancels[self.index]
+        return job_id, self.state.cancel_since[self.index]
+
+    def report_progress(self, job_id: int, fraction: float | None, message: str | None) -> None:
+        """Publish the task's progress. No lock (a worker may die holding
+        it): the sequence number is odd while the report is being written."""
+        state, i = self.state, self.index
+        state.progress_seq[i] += 1
+        if state.progress_job[i] != job_id:  # a new job starts with nothing reported
+            state.progress_job[i] = job_id
+            state.progress_fraction[i] = NONE
+            state.progress_length[i] = 0
+        if fraction is not None:
+            state.progress_fraction[i] = fraction
+        if message is not None:
+            raw = message[:MESSAGE_CHARS].encode()
+            start = i * MESSAGE_BYTES
+            state.progress_message[start : start + len(raw)] = raw
+            state.progress_length[i] = len(raw)
+        state.progress_seq[i] += 1
+
+    def progress_report(self) -> tuple[int, int, float | None, str]:
+        """``(seq, job_id, fraction, message)``: the latest whole report; seq
+        changes with every report (0, job 0: none yet)."""
+        state, i = self.state, self.index
+        for _ in range(100):
+            seq = state.progress_seq[i]
+            if seq % 2:  # being written, or its writer died mid-way
+                continue
+            job_id, fraction = state.progress_job[i], state.progress_fraction[i]
+            start = i * MESSAGE_BYTES
+            raw = bytes(state.progress_message[start : start + state.progress_length[i]])
+            if state.progress_seq[i] == seq:
+                message = raw.decode(errors="replace")
+                return seq, job_id, None if fraction != fraction else fraction, message
+        return state.progress_seq[i], 0, None, ""
+
+    @property
+    def stop_deadline(self) -> float:
+        return self.state.stop_deadlines[self.index]
+
+    @stop_deadline.setter
+    def stop_deadline(self, value: float) -> None:
+        self.state.stop_deadlines[self.index] = value
+
     @property
     def deadline(self) -> float:
         return self.state.deadlines[self.index]
@@ -120,7 +223,15 @@ class Slot:
         self.state.held_until[self.index] = sent_at + lease
 
     def reset(self, name: str) -> None:
-        self.deadline = 0.0
+        # Not the progress sequence: it only ever grows, so the heartbeat
+        # never takes a new worker's first report for one it wrote already.
+        self.deadline = self.stop_deadline = 0.0
+        self.job_id = 0
+        self.post_cancel(0, 0.0)
+        self.state.progress_job[self.index] = 0
+        # A worker killed mid-report left it odd: even again, or every later
+        # report would read as being written.
+        self.state.progress_seq[self.index] += self.state.progress_seq[self.index] % 2
         self.state.held_until[self.index] = 0.0
         self.state.chain_start[self.index] = 0.0
         self.name = name
