@@ -28,7 +28,10 @@ T = TypeVar("T")
 logger = logging.getLogger("django_dbqueue")
 
 DB_ERRORS = (OperationalError, InterfaceError)
-# MySQL/MariaDB: ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT.
+# MySQL/MariaDB: ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT. Galera reports a
+# transaction that lost to another node's (certification failure at commit,
+# or aborted by a write set applied from another node) as 1213 too: a
+# conflict to run again, like a deadlock, never an outage or a failed attempt.
 MYSQL_CONFLICTS = {1213, 1205}
 # PostgreSQL: deadlock_detected, serialization_failure, lock_not_available.
 POSTGRES_CONFLICTS = {"40P01", "40001", "55P03"}
@@ -37,6 +40,12 @@ POSTGRES_CONFLICTS = {"40P01", "40001", "55P03"}
 # server shutting down (1053), connection killed (1927), query interrupted
 # by KILL (1317), disconnected for inactivity (4031).
 MYSQL_DISCONNECTS = {2002, 2003, 2006, 2013, 1053, 1927, 1317, 4031}
+# A Galera node that is not a synced member of the primary component (cut
+# off from the majority, joining, or a node whose peers left): statements
+# fail with 1047 "WSREP has not yet prepared node for application use" and a
+# commit that cannot be replicated with 1180, while the connection still
+# answers pings. An outage: wait for the node, or for the proxy to move on.
+MYSQL_NOT_READY = {1047, 1180}
 # Codes by which the server refuses a statement itself; the same statement
 # fails again however often it is sent. 1153: bigger than max_allowed_packet
 # (the server also drops the connection, which is why the code is checked
@@ -80,9 +89,25 @@ def retry_on_conflict(fn: Callable[[], T], using: str, tries: int = 8) -> T:
         except OperationalError as exc:
             if connections[using].in_atomic_block or not is_conflict(exc) or attempt == tries:
                 raise
-            logger.debug("Retrying after a lock conflict (%s), try %d.", exc, attempt)
+            logger.debug(
+                "Retrying after a lock conflict or certification failure (%s), try %d.", exc, attempt
+            )
             time.sleep(random.uniform(0, 0.01 * 2**attempt))
     raise AssertionError("unreachable")
+
+
+def nothing_if_lost(claim: Callable[[], list[T]]) -> list[T]:
+    """Run a claim (retried on conflicts already); one that lost on every
+    try claimed nothing (its transaction rolled back): the caller claims
+    again after its idle pause instead of dying. Seen on Galera when
+    workers on several nodes take the same head of a queue."""
+    try:
+        return claim()
+    except OperationalError as exc:
+        if not is_conflict(exc):
+            raise
+        logger.debug("A claim lost to other claimers on every try (%s); claiming again later.", exc)
+        return []
 
 
 # -- outages -----------------------------------------------------------------------
@@ -102,7 +127,7 @@ def is_outage(exc: BaseException, using: str) -> bool:
         return True
     if not isinstance(exc, OperationalError) or is_conflict(exc):
         return False
-    if _code(exc) in MYSQL_DISCONNECTS:
+    if _code(exc) in MYSQL_DISCONNECTS or _code(exc) in MYSQL_NOT_READY:
         return True
     sqlstate = str(getattr(exc.__cause__, "sqlstate", "") or "")
     if sqlstate.startswith("08") or sqlstate in {"57P01", "57P02", "57P03"}:
@@ -205,7 +230,8 @@ def persist(
         except DB_ERRORS as exc:
             if outage is None or not is_outage(exc, using):
                 raise
-            if server_answers(using):
+            # A node that says it is not ready answers pings all the same.
+            if _code(exc) not in MYSQL_NOT_READY and server_answers(using):
                 dropped_while_up += 1
                 if dropped_while_up >= REFUSED_AFTER:
                     raise StatementRefused(

@@ -34,8 +34,9 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections, transaction
+from django.db import OperationalError, connections, transaction
 
+from ..db import is_conflict, retry_on_conflict
 from ..exceptions import ResultNotStorable, TransactionUnusable
 from ..payload import check_return_value
 from ..status import Status
@@ -63,24 +64,16 @@ class _LeaseLost(Exception):
 
 def run_atomic(runner: JobRunner, job: Job, task: Task, started: Any) -> str:
     """Run an ``atomic=True`` task and record its outcome (see the module)."""
-    from ..models import Job
-
     database = runner.backend.database
     runner.outcomes.flush()  # earlier successes first, in the order they happened
     try:
-        with transaction.atomic(using=database):
-            value, raised = runner.call(job, task, started)
-            if raised is None:
-                raised = unusable(database)
-            if raised is not None:
-                raise _RollBack(raised, final=False)
-            try:
-                value, size = check_return_value(value, runner.config.MAX_RETURN_BYTES)
-            except ResultNotStorable as exc:
-                raise _RollBack(exc, final=True) from None
-            success = Finished(job, started, runner.clock.now(), return_value=value, size=size)
-            if not Job.objects.using(database).record(runner.owner, success):
-                raise _LeaseLost
+        # A transaction that lost to another (a deadlock, or on Galera a
+        # certification failure at commit) was rolled back whole: run it again.
+        retry_on_conflict(lambda: _in_transaction(runner, job, task, started), database)
+    except OperationalError as exc:
+        if not is_conflict(exc):
+            raise
+        return runner.fail(job, started, exc, final=False, task=task)  # it lost every time
     except _RollBack as rolled_back:
         cause = rolled_back.cause
         return runner.fail(job, started, cause, final=rolled_back.final, task=task)
@@ -93,6 +86,27 @@ def run_atomic(runner: JobRunner, job: Job, task: Task, started: Any) -> str:
         return Status.RUNNING
     runner.finished(job, task)
     return Status.SUCCESSFUL
+
+
+def _in_transaction(runner: JobRunner, job: Job, task: Task, started: Any) -> None:
+    from ..models import Job
+
+    database = runner.backend.database
+    with transaction.atomic(using=database):
+        value, raised = runner.call(job, task, started)
+        if raised is not None and is_conflict(raised):
+            raise raised  # the body's own statement lost: all of it rolls back
+        if raised is None:
+            raised = unusable(database)
+        if raised is not None:
+            raise _RollBack(raised, final=False)
+        try:
+            value, size = check_return_value(value, runner.config.MAX_RETURN_BYTES)
+        except ResultNotStorable as exc:
+            raise _RollBack(exc, final=True) from None
+        success = Finished(job, started, runner.clock.now(), return_value=value, size=size)
+        if not Job.objects.using(database).record(runner.owner, success):
+            raise _LeaseLost
 
 
 def unusable(database: str) -> TransactionUnusable | None:

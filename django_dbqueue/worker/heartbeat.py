@@ -37,7 +37,7 @@ from django.db import connections
 from django.template.defaultfilters import pluralize
 
 from ..clock import DbNow, elapsed
-from ..db import DB_ERRORS, Outage, drop_connection, is_outage
+from ..db import DB_ERRORS, Outage, drop_connection, is_outage, retry_on_conflict
 from ..operations.retention import Pruner
 from .shared import SharedState, name_process
 
@@ -175,7 +175,8 @@ def recover(database: str, outage: Outage, lease: float) -> int:
 
     if recovery_grace(database, outage, lease):
         return 0
-    requeued, failed = Job.objects.using(database).recover_expired()
+    # Its locking read may lose to another node's write on Galera (or deadlock): run it again.
+    requeued, failed = retry_on_conflict(Job.objects.using(database).recover_expired, database)
     if requeued or failed:
         logger.warning(
             "Recovered %d job%s from dead workers (%d back to READY, %d FAILED on their last attempt).",

@@ -23,7 +23,7 @@ from django.template.defaultfilters import pluralize
 
 from ..claiming import LimitedClaims, claim_from_queues
 from ..clock import elapsed
-from ..db import DB_ERRORS, Outage, drop_connection, is_outage
+from ..db import DB_ERRORS, Outage, drop_connection, is_outage, nothing_if_lost
 from ..operations.pausing import PauseCache
 from .execution import JobRunner
 from .giveback import HoldWatch
@@ -226,8 +226,9 @@ class Worker:
             return []
         jobs = Job.objects.using(self.database)
         sent_at = elapsed()
-        batch = claim_from_queues(jobs, queues, self.name, self.batch, self.lease)
-        batch += self.limited.claim(jobs, queues, self.name, self.batch - len(batch), self.lease)
+        batch = nothing_if_lost(lambda: claim_from_queues(jobs, queues, self.name, self.batch, self.lease))
+        room = self.batch - len(batch)
+        batch += nothing_if_lost(lambda: self.limited.claim(jobs, queues, self.name, room, self.lease))
         self.state.timings.claims.observe(self.slot.index, elapsed() - sent_at)
         if batch and self.pauses.stale():
             batch = self._drop_paused(batch)
