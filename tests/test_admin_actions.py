@@ -40,20 +40,44 @@ def test_requeue_puts_finished_jobs_back_due_now_and_explains_what_it_skipped(op
     assert Job.objects.filter(pk__in=[failed.pk]).claim("w2", limit=5)[0].pk == failed.pk
 
 
-def test_cancel_stops_ready_jobs_and_leaves_running_ones_alone(operator):
+def test_cancel_stops_ready_jobs_and_asks_running_ones_to_stop(operator):
     ready = job()
     running = job(status="RUNNING", owner="w1")
+    asked = job(status="RUNNING", owner="w2", cancel_requested_at=timezone.now() - timedelta(minutes=1))
     failed = job(status="FAILED")
 
-    response = act(operator, "cancel", [ready, running, failed])
+    response = act(operator, "cancel", [ready, running, asked, failed])
 
     assert messages_of(response) == [
-        "Cancelled 1 job. Skipped 2 jobs (1 running, 1 failed): "
-        "only ready or waiting jobs can be cancelled; a running job is left to finish."
+        "Cancelled 1 job. Asked 1 running job to stop: it ends CANCELLED when its worker stops it. "
+        "Skipped 2 jobs (1 running and already asked to stop, 1 failed): "
+        "finished jobs cannot be cancelled, and a running job is asked to stop once."
     ]
     assert Job.objects.get(pk=ready.pk).status == "CANCELLED"
-    assert Job.objects.get(pk=running.pk).status == "RUNNING"
-    assert Job.objects.get(pk=running.pk).owner == "w1"
+    # The running job stays its worker's until the worker stops it.
+    stopping = Job.objects.get(pk=running.pk)
+    assert (stopping.status, stopping.owner) == ("RUNNING", "w1")
+    assert stopping.cancel_requested_at is not None
+    assert Job.objects.get(pk=asked.pk).cancel_requested_at == asked.cancel_requested_at, "asked once"
+
+
+def test_cancel_says_how_many_running_jobs_it_asked_with_the_right_plural(operator):
+    def said(jobs: list[Job]) -> list[str]:
+        return messages_of(act(operator, "cancel", jobs))
+
+    two = [job(status="RUNNING", owner="w1"), job(status="RUNNING", owner="w1")]
+    assert said(two) == ["Asked 2 running jobs to stop: they end CANCELLED when their workers stop them."], (
+        "no 'Cancelled 0 jobs' before it"
+    )
+    assert said([job(), job(), job(status="RUNNING", owner="w2")]) == [
+        "Cancelled 2 jobs. Asked 1 running job to stop: it ends CANCELLED when its worker stops it."
+    ]
+    [message] = act(operator, "cancel", two).context["messages"]
+    assert message.level_tag == "warning", "asking again changes nothing"
+    assert str(message) == (
+        "Cancelled 0 jobs. Skipped 2 jobs (2 running and already asked to stop): "
+        "finished jobs cannot be cancelled, and a running job is asked to stop once."
+    )
 
 
 def test_run_now_clears_a_future_run_after_only(operator):
@@ -215,7 +239,7 @@ def test_the_job_page_offers_the_actions_that_apply_and_the_user_may_run(operato
     assert page_buttons(operator, failed) == ["requeue"]
     assert page_buttons(operator, waiting) == ["cancel", "run_now"]
     assert page_buttons(operator, due) == ["cancel"]
-    assert page_buttons(operator, running) == []
+    assert page_buttons(operator, running) == ["cancel"]
 
     page = operator.post(f"{CHANGELIST}{failed.pk}/actions/requeue/", follow=True)
     assert page.redirect_chain[-1][0] == f"{CHANGELIST}{failed.pk}/change/"

@@ -1,12 +1,17 @@
 """What people may do to jobs: requeue, cancel, run now and delete, as
 changelist actions and as buttons on a job's page. Each calls the JobQuerySet
 method the worker and user code use, records who changed which job in
-Django's admin log, and tells the user what it changed, what it skipped and why."""
+Django's admin log, and tells the user what it changed, what it skipped and why.
+
+Cancel changes a running job too, in its own way: ``JobQuerySet.cancel()``
+only asks its worker to stop it (``cancel_requested_at``), and the job ends
+CANCELLED when the worker does. The message and the log say which jobs were
+cancelled and which were asked to stop."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
@@ -51,6 +56,10 @@ class Change:
     # What the message says it did, singular and plural, with %(count)d.
     did: tuple[str, str]
     unchanged_ready: str = "ready"  # how to name a READY job it left alone
+    # What it did to a RUNNING job, for an action that changes them (cancel
+    # asks their workers to stop them): the log's verb, and the message.
+    asked_verb: str = ""
+    asked: tuple[str, str] = ("", "")
 
 
 CHANGES = {
@@ -65,11 +74,16 @@ CHANGES = {
     "cancel": Change(
         "cancel",
         "Cancelled",
-        "only ready or waiting jobs can be cancelled; a running job is left to finish",
+        "finished jobs cannot be cancelled, and a running job is asked to stop once",
         "Cancel",
         # WAITING: a job whose parents have not all finished (workflows).
-        lambda job, now: job.status in (READY, Status.WAITING),
+        lambda job, now: job.status in (READY, Status.WAITING) or asked_nothing_yet(job),
         ("Cancelled %(count)d job.", "Cancelled %(count)d jobs."),
+        asked_verb="Asked to stop",
+        asked=(
+            "Asked %(count)d running job to stop: it ends CANCELLED when its worker stops it.",
+            "Asked %(count)d running jobs to stop: they end CANCELLED when their workers stop them.",
+        ),
     ),
     "run_now": Change(
         "run_now",
@@ -85,6 +99,27 @@ CHANGES = {
 
 def jobs(n: int) -> str:
     return ngettext("%(count)d job", "%(count)d jobs", n) % {"count": n}
+
+
+def asked_nothing_yet(job: Job) -> bool:
+    """A running job nobody has asked to stop yet."""
+    return job.status == RUNNING and job.cancel_requested_at is None
+
+
+@dataclass(frozen=True)
+class State:
+    """What an action may change in a job's row."""
+
+    status: str
+    due: datetime
+    cancel_requested_at: datetime | None
+
+    @property
+    def label(self) -> str:
+        """How a skipped job is named in the message: its status, or more."""
+        if self.status == RUNNING and self.cancel_requested_at is not None:
+            return "running and already asked to stop"
+        return self.status.lower()
 
 
 # A mixin for JobAdmin: the type checker sees it as a ModelAdmin.
@@ -147,45 +182,59 @@ class JobActions(_ModelAdmin):
     # -- applying a change, logging it, and saying what happened ---------------
 
     def apply(self, request: HttpRequest, queryset: QuerySet, change: Change) -> None:
-        before: Counter[str] = Counter()
         unchanged: Counter[str] = Counter()
-        changed = 0
+        changed = asked = 0
         for ids in chunks(queryset):
-            was, now_changed = change_locked(queryset.model._default_manager.using(queryset.db), ids, change)
-            before.update(status for status, _ in was.values())
-            unchanged.update(status for pk, (status, _) in was.items() if pk not in now_changed)
-            changed += len(now_changed)
-            self.log_job_changes(request, queryset, change, {pk: was[pk][0] for pk in now_changed})
-        self.report(request, change, changed, before, unchanged)
+            was, after = change_locked(queryset.model._default_manager.using(queryset.db), ids, change)
+            now_changed = {pk for pk, state in was.items() if after.get(pk) != state}
+            unchanged.update(state.label for pk, state in was.items() if pk not in now_changed)
+            # A job still RUNNING after the change was asked to stop, not changed.
+            running = {pk for pk in now_changed if after[pk].status == RUNNING}
+            changed += len(now_changed - running)
+            asked += len(running)
+            self.log_job_changes(
+                request, queryset, change, {pk: was[pk].status for pk in now_changed}, running
+            )
+        self.report(request, change, changed, asked, unchanged)
 
     def log_job_changes(
-        self, request: HttpRequest, queryset: QuerySet, change: Change, was: dict[int, str]
+        self,
+        request: HttpRequest,
+        queryset: QuerySet,
+        change: Change,
+        was: dict[int, str],
+        asked: Collection[int] = (),
     ) -> None:
         """One admin log entry per changed job: who, which job, what, when."""
         if not was:
             return
         changed = queryset.model._default_manager.using(queryset.db).filter(pk__in=list(was))
         rows = list(changed.only("pk", "task_path", "status"))
-        for status in sorted(set(was.values()), key=status_rank):
+        groups = {(status, pk in asked) for pk, status in was.items()}
+        for status, stopping in sorted(groups, key=lambda group: status_rank(group[0])):
             LogEntry.objects.log_actions(
                 user_id=cast(int, request.user.pk),  # a staff user: never anonymous
-                queryset=[job for job in rows if was[job.pk] == status],
+                queryset=[job for job in rows if was[job.pk] == status and (job.pk in asked) == stopping],
                 action_flag=CHANGE,
-                change_message=f"{change.verb} (was {status}).",
+                change_message=f"{change.asked_verb if stopping else change.verb} (was {status}).",
             )
 
     def report(
-        self, request: HttpRequest, change: Change, changed: int, before: Counter, unchanged: Counter
+        self, request: HttpRequest, change: Change, changed: int, asked: int, unchanged: Counter
     ) -> None:
-        text = ngettext(*change.did, changed) % {"count": changed}
+        said = []
+        if changed or not asked:
+            said.append(ngettext(*change.did, changed) % {"count": changed})
+        if asked:
+            said.append(ngettext(*change.asked, asked) % {"count": asked})
         skipped = sum(unchanged.values())
         if skipped:
             detail = ", ".join(
-                f"{unchanged[status]} {change.unchanged_ready if status == READY else status.lower()}"
-                for status in sorted(unchanged, key=status_rank)
+                f"{unchanged[label]} {change.unchanged_ready if label == 'ready' else label}"
+                for label in sorted(unchanged, key=label_rank)
             )
-            text += f" Skipped {jobs(skipped)} ({detail}): {change.why}."
-        self.message_user(request, text, messages.SUCCESS if changed else messages.WARNING)
+            said.append(f"Skipped {jobs(skipped)} ({detail}): {change.why}.")
+        self.message_user(request, " ".join(said), messages.SUCCESS if changed or asked else messages.WARNING)
 
     # -- the same changes as buttons on a job's page ----------------------------
 
@@ -231,6 +280,11 @@ def status_rank(status: str) -> int:
     return STATUS_ORDER.index(status) if status in STATUS_ORDER else len(STATUS_ORDER)
 
 
+def label_rank(label: str) -> tuple[int, str]:
+    """Skipped jobs' labels in the order of their statuses ("running and ..." with running)."""
+    return status_rank(label.split()[0].upper()), label
+
+
 def chunks(queryset: QuerySet, size: int = CHUNK) -> Iterator[list[int]]:
     """The selected ids in ascending runs of ``size``, without reading them all at once."""
     ids = queryset.order_by("pk").values_list("pk", flat=True)
@@ -245,14 +299,14 @@ def chunks(queryset: QuerySet, size: int = CHUNK) -> Iterator[list[int]]:
 
 def change_locked(
     rows: QuerySet, ids: list[int], change: Change
-) -> tuple[dict[int, tuple[str, datetime]], set[int]]:
+) -> tuple[dict[int, State], dict[int, State]]:
     """Apply ``change`` to the jobs ``ids`` with their rows locked, so what
     changed is known exactly: the rows whose state differs afterwards.
-    Returns each job's state before, and the ids that changed."""
-    state = ("pk", "status", "run_after")
+    Returns each job's state before and after."""
+    columns = ("pk", "status", "run_after", "cancel_requested_at")
     with transaction.atomic(using=rows.db):
         selected = rows.filter(pk__in=ids)
-        was = {pk: (status, due) for pk, status, due in selected.select_for_update().values_list(*state)}
+        was = {pk: State(*state) for pk, *state in selected.select_for_update().values_list(*columns)}
         getattr(selected, change.method)()
-        after = {pk: (status, due) for pk, status, due in selected.values_list(*state)}
-    return was, {pk for pk, before in was.items() if after.get(pk) != before}
+        after = {pk: State(*state) for pk, *state in selected.values_list(*columns)}
+    return was, after
