@@ -68,6 +68,9 @@ def test_runqueue_serves_queue_and_process_metrics_summed_over_its_workers(runqu
     assert m[("dbqueue_queue_lag_seconds", (("queue", "default"),))] == 0
     assert m[("dbqueue_queue_paused", (("queue", "email"),))] == 1
     assert m[("dbqueue_queue_paused", (("queue", "default"),))] == 0
+    assert m[("dbqueue_worker_jobs_cancelled_total", ())] == 0
+    assert m[("dbqueue_worker_jobs_interrupted_total", ())] == 0
+    assert m[("dbqueue_cancel_requests_pending", (("queue", "default"),))] == 0
     wait_for(lambda: scrape(port).get(("dbqueue_workers_alive", ())) == 2)
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
@@ -81,6 +84,29 @@ def test_the_django_view_serves_the_queue_metrics(client):
     m = samples(response.content.decode())
     assert m[("dbqueue_jobs", (("queue", "default"), ("status", "FAILED")))] == 1
     assert ("dbqueue_jobs_processed_total", ()) not in m, "a web process runs no jobs"
+
+
+def test_pending_cancel_requests_are_counted_per_queue_until_honoured(client):
+    now = read_database_now("default")
+    for queue in ("default", "default", "email", "typo"):
+        Job.objects.create(
+            task_path="demo.tasks.add", queue_name=queue, status="RUNNING", owner="w", cancel_requested_at=now
+        )
+    # Asked by SQL before any worker claimed it: pending too, until a claim cancels it.
+    Job.objects.create(task_path="demo.tasks.add", queue_name="email", cancel_requested_at=now)
+    Job.objects.create(task_path="demo.tasks.add", status="RUNNING", owner="w")  # nobody asked
+
+    def pending() -> dict[str, float]:
+        m = samples(client.get("/metrics/").content.decode())
+        return {
+            dict(labels)["queue"]: value
+            for (name, labels), value in m.items()
+            if name == "dbqueue_cancel_requests_pending"
+        }
+
+    assert pending() == {"default": 2, "email": 2, "slow": 0, "(other)": 1}
+    Job.objects.filter(queue_name="default").update(status="CANCELLED", cancel_requested_at=None)
+    assert pending()["default"] == 0
 
 
 def test_made_up_queue_names_share_one_label(client):
@@ -98,7 +124,7 @@ def test_made_up_queue_names_share_one_label(client):
     m = samples(client.get("/metrics/").content.decode())
     labels = {dict(labels)["queue"] for _, labels in m if "queue" in dict(labels)}
     assert labels == {"default", "email", "slow", "held", "side", "(other)"}
-    assert len(m) == 2 + 9 * len(labels), "9 series per label (six statuses), plus up and alive"
+    assert len(m) == 2 + 10 * len(labels), "10 series per label (six statuses), plus up and alive"
     assert m[("dbqueue_jobs", (("queue", "(other)"), ("status", "READY")))] == 300
     assert m[("dbqueue_jobs_due", (("queue", "(other)"),))] == 300
     assert m[("dbqueue_queue_lag_seconds", (("queue", "(other)"),))] >= 0

@@ -4,11 +4,13 @@ optional extra ``django-dbqueue[metrics]``).
 Two collectors:
 
 - :class:`QueueCollector`: what the database says, the same for whoever
-  asks: jobs per queue and status, due jobs, lag, paused queues, live
-  workers. Read at each scrape (a few grouped queries that indexes serve).
-  Queues that no backend lists are summed under one label (``labelled``).
-- :class:`ProcessCollector`: what one ``runqueue`` did: jobs processed and
-  failed, run and claim durations, its live worker processes. Its workers
+  asks: jobs per queue and status, due jobs, lag, paused queues, pending
+  cancel requests, live workers. Read at each scrape (a few grouped
+  queries that indexes serve). Queues that no backend lists are summed
+  under one label (``labelled``).
+- :class:`ProcessCollector`: what one ``runqueue`` did: jobs processed,
+  failed, cancelled while running and interrupted by a stop, run and claim
+  durations, its live worker processes. Its workers
   are forked processes, so each counts into the shared memory its
   supervisor gave it (worker/shared.py, worker/timings.py) and the
   supervisor, which serves the endpoint, sums the slots at each scrape:
@@ -84,6 +86,11 @@ class QueueCollector:
             labels=["queue"],
         )
         paused = GaugeMetricFamily("dbqueue_queue_paused", "1 if the queue is paused.", labels=["queue"])
+        pending = GaugeMetricFamily(
+            "dbqueue_cancel_requests_pending",
+            "Jobs asked to stop (a cancel requested while running, or by SQL) that no worker has ended yet.",
+            labels=["queue"],
+        )
         # A queue a live worker serves is known too (QUEUES may be empty: any queue).
         known.update(name for worker in snap.workers for name in worker.queues if isinstance(name, str))
         for q in labelled(snap.queues, known):
@@ -92,11 +99,12 @@ class QueueCollector:
             due.add_metric([q.name], q.due)
             lag.add_metric([q.name], q.lag_seconds or 0.0)
             paused.add_metric([q.name], int(q.paused))
+            pending.add_metric([q.name], q.cancel_pending)
         alive = GaugeMetricFamily(
             "dbqueue_workers_alive", "Worker processes on every host whose heartbeat is fresh."
         )
         alive.add_metric([], len(snap.workers))
-        yield from (jobs, due, lag, paused, alive)
+        yield from (jobs, due, lag, paused, pending, alive)
 
 
 def known_queues(backend: DatabaseBackend) -> set[str]:
@@ -128,6 +136,7 @@ def labelled(queues: list[QueueFigures], known: set[str]) -> list[QueueFigures]:
         for status, n in q.counts.items():
             other.counts[status] = other.counts.get(status, 0) + n
         other.due += q.due
+        other.cancel_pending += q.cancel_pending
         if q.lag_seconds is not None:
             other.lag_seconds = max(other.lag_seconds or 0.0, q.lag_seconds)
     return [*own, other]
@@ -148,6 +157,17 @@ class ProcessCollector:
             "dbqueue_jobs_failed",
             "Jobs this runqueue's workers ran that ended FAILED (out of attempts).",
             value=failed,
+        )
+        cancelled, interrupted = self.state.control_totals()
+        yield CounterMetricFamily(
+            "dbqueue_worker_jobs_cancelled",
+            "Jobs this runqueue's workers stopped because a cancel was requested while they ran.",
+            value=cancelled,
+        )
+        yield CounterMetricFamily(
+            "dbqueue_worker_jobs_interrupted",
+            "Jobs this runqueue's workers gave back unfinished when they stopped (past STOP_TIMEOUT).",
+            value=interrupted,
         )
         yield GaugeMetricFamily(
             "dbqueue_worker_processes",

@@ -32,6 +32,7 @@ class QueueFigures:
     succeeded_recently: int = 0
     failed_recently: int = 0  # jobs that ended FAILED within the window
     paused: bool = False
+    cancel_pending: int = 0  # jobs asked to stop (cancel_requested_at) that no worker has ended yet
 
     def per_minute(self, minutes: float) -> float:
         return (self.succeeded_recently + self.failed_recently) / minutes
@@ -109,6 +110,10 @@ def snapshot(
             of(name).succeeded_recently = n
         elif status == Status.FAILED:
             of(name).failed_recently = n
+    # The cancel_requested_at index holds only pending requests: finishing a job clears its own.
+    requested = jobs.filter(cancel_requested_at__isnull=False)
+    for name, n in requested.order_by().values_list("queue_name").annotate(Count("pk")):
+        of(name).cancel_pending = n
     for figure in figures.values():
         figure.paused = figure.name in paused
     alive = Worker.objects.using(using).filter(last_seen_at__gte=now - timedelta(seconds=alive_within))
