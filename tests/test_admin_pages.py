@@ -32,7 +32,7 @@ def test_changelist_columns_badges_and_newest_first(admin_client):
     assert '<span class="dbqueue-attempts" title="attempts">2 / 3</span>' in html
     headers = [str(h["text"]).lower() for h in page.context["result_headers"][1:]]  # [0]: the checkbox
     assert headers == [
-        *("id", "task path", "queue", "status, attempts"),
+        *("id", "task path", "queue", "status, attempts", "progress"),
         *("priority", "run after", "owner", "age"),
     ]
 
@@ -98,6 +98,8 @@ def test_the_job_list_reads_only_the_columns_it_shows(admin_client):
     assert selected_columns(listing) == {
         *("id", "task_path", "queue_name", "status", "priority"),
         *("attempts", "max_attempts", "run_after", "owner", "enqueued_at"),
+        # A running job's progress cell (the message is at most 255 characters).
+        *("progress", "progress_message", "cancel_requested_at"),
     }
     assert len(page.content) < 60_000
     # No column is fetched row by row later: one job or thirty, same queries.

@@ -30,6 +30,7 @@ from .chart import round_up, throughput_svg
 from .database import queue_lease
 from .pauses import may_pause, with_pauses
 from .readonly import ReadOnlyAdminMixin
+from .running import DASHBOARD_RUNNING, running_jobs
 
 UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
 
@@ -136,6 +137,8 @@ def dashboard_view(job_admin: JobAdmin, request: HttpRequest) -> HttpResponse:
         "queues": queues,
         "total": total,
         "statuses": Status.values,
+        "running": running_jobs(jobs, DASHBOARD_RUNNING),
+        "running_total": total.counts.get(Status.RUNNING, 0),
         # Hosts and PIDs only for whoever may open the workers list too.
         "workers": alive_workers(jobs.db) if may_view_workers(job_admin, request) else None,
         "may_pause": may_pause(request),

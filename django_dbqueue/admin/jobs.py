@@ -22,6 +22,7 @@ from .dashboard import dashboard_view
 from .database import check_one_database, queue_database
 from .job_workflow import BatchFilter, JobWorkflowFields, may_delete
 from .paginator import EstimatedCountPaginator
+from .running import LIST_PROGRESS_COLUMNS, JobRunningFields
 
 # The columns the job list draws. The JSON columns (arguments, return value,
 # errors) can hold megabytes per row and only the job page shows them.
@@ -36,6 +37,7 @@ LIST_COLUMNS = (
     "run_after",
     "owner",
     "enqueued_at",
+    *LIST_PROGRESS_COLUMNS,
 )
 
 
@@ -47,12 +49,13 @@ class JobChangeList(ChangeList):
 
 
 @admin.register(Job)
-class JobAdmin(JobWorkflowFields, JobActions, admin.ModelAdmin):
+class JobAdmin(JobRunningFields, JobWorkflowFields, JobActions, admin.ModelAdmin):
     list_display = (
         "id",
         "task",
         "queue",
         "status_and_attempts",
+        "progress_column",
         "priority",
         "due",
         "held_by",
