@@ -8,6 +8,7 @@ workflow.py    a job's parents and dependants, and the workflow pictures
 dag.py         a workflow drawn as inline SVG, in layers
 progress.py    a batch's members counted by status, and its progress bar
 display.py     how a job's fields are shown: badges, JSON, dates, the timeline
+running.py     a running job's progress, cancel request, checkpoint and interruptions
 dashboard.py   the queue dashboard: its view, its numbers and its link in the app list
 chart.py       the dashboard's chart of jobs finished per minute, as inline SVG
 workers.py     the list of worker processes
