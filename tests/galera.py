@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -36,14 +37,16 @@ HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 DEFAULT_PORT = 24300
 SYNCED = 4  # wsrep_local_state: the node is a full member, serving clients
 
-# HAProxy asks each node for its wsrep state (a node that is joining, a
-# donor, or cut off from the majority still accepts connections, so a plain
-# TCP or MySQL handshake check would send clients to it).
+# HAProxy asks each node whether it serves clients: synced, and not told to
+# reject queries. A node that is joining, a donor, cut off from the majority
+# or rejecting queries still accepts connections (and SELECT 1), so a TCP or
+# MySQL handshake check would send clients to it.
 CHECK_SCRIPT = """#!/bin/sh
 # HAProxy's external check: $3 is the node's address, $4 its port.
-state=$(mariadb --no-defaults --connect-timeout=1 -h "$3" -P "$4" -u root -N -B \\
-    -e "SHOW GLOBAL STATUS LIKE 'wsrep_local_state'" 2>/dev/null | cut -f2)
-[ "$state" = {synced} ]
+state=$(mariadb --no-defaults --connect-timeout=1 -h "$3" -P "$4" -u root -N -B -e \\
+    "SELECT CONCAT(@@wsrep_reject_queries, ' ', VARIABLE_VALUE) FROM information_schema.GLOBAL_STATUS
+     WHERE VARIABLE_NAME = 'WSREP_LOCAL_STATE'" 2>/dev/null)
+[ "$state" = "NONE {synced}" ]
 """
 
 # One writer: node1 while it is up, else the first backup that is. A stick
@@ -68,9 +71,11 @@ listen galera
     option external-check
     external-check path "/usr/bin:/bin"
     external-check command {root}/check.sh
+    option redispatch
+    retries 3
     stick-table type integer size 1
     stick on int(1)
-    default-server inter 500ms fall 2 rise 2 on-marked-down shutdown-sessions
+    default-server inter 1s fall 2 rise 2 on-marked-down shutdown-sessions
 {servers}
 """
 
@@ -282,8 +287,25 @@ class Node:
     def execute(self, sql: str, args: object = None, database: str | None = None) -> list[tuple]:
         return _execute(self.connect(database), sql, args)
 
+    def checksum(self, database: str, table: str) -> int:
+        """``CHECKSUM TABLE`` once this node applied every write committed before it asked."""
+        conn = self.connect(database)
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute("SET SESSION wsrep_sync_wait = 1")
+                cursor.execute(f"CHECKSUM TABLE `{table}`")
+                return int(cursor.fetchone()[1])
+        finally:
+            conn.close()
+
     def error_log(self) -> str:
         return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
+
+
+def in_cluster_run() -> bool:
+    """Whether the tests run on the cluster (``./dev test`` sets it after
+    ``./dev cluster start``): the cluster tests skip elsewhere."""
+    return os.environ.get("DBQUEUE_CLUSTER") == "1"
 
 
 def _connect(port: int, database: str | None = None, **kwargs: object) -> MySQLdb.Connection:
@@ -347,9 +369,28 @@ class GaleraCluster:
             node.kill()  # throwaway data: no need for a clean shutdown
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def heal(self, timeout: float = 120.0) -> None:
+        """Start every node that is down and wait until all are synced and
+        the proxy answers: each test leaves the cluster whole."""
+        for node in self.nodes:
+            node.launch()
+        for node in self.nodes:
+            node.wait_synced(timeout)
+        deadline = time.monotonic() + timeout
+        while not self.proxy_answers():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"HAProxy on {self.port} reaches no node after {timeout}s.")
+            time.sleep(0.1)
+
+    def counter(self, name: str) -> int:
+        """A status counter summed over the nodes that answer, such as
+        ``wsrep_local_cert_failures`` (commits that failed certification)
+        or ``wsrep_local_bf_aborts`` (transactions another node's write aborted)."""
+        return sum(int(node.status(name)[name] or 0) for node in self.nodes if node.running())
+
     def status(self) -> list[str]:
         lines = [f"proxy 127.0.0.1:{self.port}: {'up' if self.proxy_answers() else 'down'}"]
-        writer = self.writer_name()
+        writer, checks = self.writer_name(), self.proxy_view()
         for node in self.nodes:
             state = node.state()
             if state is None:
@@ -359,7 +400,8 @@ class GaleraCluster:
             role = " (writer)" if node.name == writer else ""
             lines.append(
                 f"{node.name} 127.0.0.1:{node.port}: {found['wsrep_local_state_comment']}, "
-                f"{found['wsrep_cluster_status']} component of {found['wsrep_cluster_size']}{role}"
+                f"{found['wsrep_cluster_status']} component of {found['wsrep_cluster_size']}, "
+                f"{checks.get(node.name, '?')} for the proxy{role}"
             )
         return lines
 
@@ -390,6 +432,21 @@ class GaleraCluster:
             if not _wait_gone(pid, 10):
                 os.kill(pid, signal.SIGKILL)
 
+    def proxy_view(self) -> dict[str, str]:
+        """What HAProxy's health checks say of each node (UP, DOWN, ...)."""
+        try:
+            with socket.socket(socket.AF_UNIX) as sock:
+                sock.settimeout(2)
+                sock.connect(str(self.root / "haproxy.sock"))
+                sock.sendall(b"show stat\n")
+                data = b"".join(iter(lambda: sock.recv(65536), b""))
+        except OSError:
+            return {}
+        header, *rows = data.decode().lstrip("# ").splitlines()
+        columns = header.split(",")
+        found = [dict(zip(columns, row.split(","), strict=False)) for row in rows if row]
+        return {row["svname"]: row["status"] for row in found if row.get("svname", "").startswith("node")}
+
     def proxy_answers(self) -> bool:
         return self.writer_name() is not None
 
@@ -418,6 +475,41 @@ class GaleraCluster:
         self, sql: str, args: object = None, database: str | None = None, **kwargs: object
     ) -> list[tuple]:
         return _execute(self.connect(database, **kwargs), sql, args)
+
+
+class WriterAsServer:
+    """The cluster behind the face of a ``tests/mariadb_sandbox.py`` server,
+    for the chaos run (``benchmarks/chaos.py``): its crash SIGKILLs the
+    writer node, so the proxy moves every client to a backup, and its start
+    brings that node back (it recovers, then rejoins by IST)."""
+
+    def __init__(self, cluster: GaleraCluster) -> None:
+        self.cluster = cluster
+        self.port = cluster.port
+        self.down: Node | None = None
+
+    def connect(self, database: str | None = None, **kwargs: object) -> MySQLdb.Connection:
+        return self.cluster.connect(database, **kwargs)
+
+    def execute(self, sql: str, args: object = None, database: str | None = None) -> list[tuple]:
+        return self.cluster.execute(sql, args, database)
+
+    def stop(self, kill: bool = False) -> None:
+        self.down = self.cluster.writer()
+        if kill:
+            self.down.kill()
+        else:
+            self.down.stop()
+
+    def start(self) -> float:
+        began = time.monotonic()
+        self.cluster.heal()
+        return time.monotonic() - began
+
+    def restart(self, kill: bool = False, down_for: float = 0.0) -> float:
+        self.stop(kill=kill)
+        time.sleep(down_for)
+        return self.start()
 
 
 def main(argv: list[str]) -> int:
