@@ -3,7 +3,7 @@
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["batch", "bulk_enqueue", "call", "chain", "current_batch", "get_batch", "task"]
+__all__ = ["batch", "bulk_enqueue", "call", "chain", "current_batch", "current_job", "get_batch", "task"]
 
 
 def __getattr__(name: str) -> Any:
@@ -16,6 +16,10 @@ def __getattr__(name: str) -> Any:
         from .enqueue.decorator import task
 
         return task
+    if name == "current_job":
+        from .running import current_job
+
+        return current_job
     if name in ("batch", "call", "chain", "current_batch", "get_batch"):
         from . import workflows
 

@@ -50,10 +50,28 @@ class TransactionUnusable(Exception):
     Its writes were rolled back and its attempt fails; the worker lives on."""
 
 
-class JobCancelled(Exception):
-    """The error a cancelled job's result carries. Django's tasks API has no
-    cancelled state, so ``get_result()`` reports a CANCELLED job as FAILED
-    with this as its last error; the job's row keeps CANCELLED."""
+class JobCancelled(BaseException):
+    """A cancel was asked for the running job: raised in the task by
+    ``current_job().check()``, ``progress()`` and the checkpoint calls, or in
+    its main thread once the grace period ran out (``CANCEL_GRACE_SECONDS``).
+    The job then ends CANCELLED, whatever the task raises after the request
+    (a task may also raise it itself to end its own job CANCELLED).
+
+    A BaseException, like ``asyncio.CancelledError``, so that a task's
+    ``except Exception:`` does not swallow it. It is also the error a
+    cancelled job's result carries: Django's tasks API has no cancelled
+    state, so ``get_result()`` reports a CANCELLED job as FAILED with this as
+    its last error; the job's row keeps CANCELLED."""
+
+
+class JobInterrupted(BaseException):
+    """The worker running the job is stopping for a deploy and its
+    ``STOP_TIMEOUT`` ran out, or it no longer holds the job: raised in the
+    task where it checks (``check()``, ``progress()``, the checkpoint calls),
+    or in its main thread shortly after. The job goes back READY with its
+    attempt unspent and its checkpoint kept, so the next worker resumes it.
+    A BaseException, so that ``except Exception:`` does not swallow it; a
+    task that catches it should let it propagate after cleaning up."""
 
 
 class WorkerStopped(Exception):

@@ -3,7 +3,8 @@ queryset, each one short conditional UPDATE (or one transaction).
 
 claim ─> RUNNING ─> SUCCESSFUL (one or many) | READY again (retry) | FAILED
          RUNNING ─> READY (release: never started; recover: its worker died)
-finished ─> READY (requeue)      READY ─> CANCELLED (cancel)
+finished ─> READY (requeue)      READY, WAITING ─> CANCELLED (cancel)
+RUNNING ─> CANCELLED (a cancel asked for, honoured)  RUNNING ─> READY (interrupt: a deploy)
 
 The worker, the admin and user code all go through these, so there is one
 state machine and one claim path. Times that decide anything (due, lease,
@@ -15,6 +16,8 @@ rows.py      which jobs are in which state (ready, due, running, finished)
 claim.py     claim, claim_limited and release
 leases.py    extend and check leases; recover a dead worker's jobs
 outcomes.py  record one outcome, or many successes in one UPDATE (Finished)
+running.py   control over running jobs: cancel requests, progress,
+             checkpoints, cancel_running, interrupt
 actions.py   people's actions: requeue, cancel, run_now, prune
 """
 
@@ -28,8 +31,9 @@ from ..clock import DbNow
 from .actions import MAX_HISTORY, ActionQuerySet
 from .claim import CANDIDATE_ROUNDS, CLAIM_ORDER, ClaimQuerySet, ids_in_claim_order
 from .leases import WORKER_LOST, LeaseQuerySet, worker_lost_error
-from .outcomes import STATEMENT_BUDGET, Finished, OutcomeQuerySet, attempts_after, retry_delay, statements
+from .outcomes import STATEMENT_BUDGET, UNCHANGED, Finished, attempts_after, retry_delay, statements
 from .rows import DEFAULT_LEASE
+from .running import cancelled_error, clamp
 
 __all__ = [
     "CANDIDATE_ROUNDS",
@@ -37,11 +41,14 @@ __all__ = [
     "DEFAULT_LEASE",
     "MAX_HISTORY",
     "STATEMENT_BUDGET",
+    "UNCHANGED",
     "WORKER_LOST",
     "Finished",
     "JobQuerySet",
     "WorkerQuerySet",
     "attempts_after",
+    "cancelled_error",
+    "clamp",
     "ids_in_claim_order",
     "retry_delay",
     "statements",
@@ -50,7 +57,7 @@ __all__ = [
 
 
 # django-stubs gives each QuerySet class an as_manager() of its own type.
-class JobQuerySet(ClaimQuerySet, LeaseQuerySet, OutcomeQuerySet, ActionQuerySet):  # type: ignore[override]
+class JobQuerySet(ClaimQuerySet, LeaseQuerySet, ActionQuerySet):  # type: ignore[override]
     """``Job.objects``: the filters of rows.py and every transition."""
 
 

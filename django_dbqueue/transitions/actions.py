@@ -1,5 +1,6 @@
 """People's actions on jobs, as the admin and user code call them: requeue
-finished jobs, cancel READY ones, run waiting ones now, prune old ones."""
+finished jobs, cancel unstarted ones (and ask for running ones to be
+cancelled), run waiting ones now, prune old ones."""
 
 from __future__ import annotations
 
@@ -12,25 +13,36 @@ from django.db.models import Q
 from ..clock import DbNow
 from ..payload import as_list
 from ..status import Status
-from .rows import READY, JobRows
+from .rows import READY
+from .running import RunningQuerySet
 
 if TYPE_CHECKING:
     from ..models import Job
 
 # Requeued runs a job keeps in ``history``.
 MAX_HISTORY = 10
+# What a running job reported and saved, which a requeued job starts without.
+CONTROL_FIELDS = (
+    "cancel_requested_at",
+    "progress",
+    "progress_message",
+    "progress_at",
+    "checkpoint",
+    "interruptions",
+)
 
 
-class ActionQuerySet(JobRows):
+class ActionQuerySet(RunningQuerySet):
     def requeue(self) -> int:
         """Put finished jobs back in the queue, due now, for a clean run: fresh
         attempts, no errors, no times; each earlier run is kept as a summary
         in ``history`` (the latest MAX_HISTORY). A requeued job holds no
         unique key: its key was freed when it finished, and may be held by
-        a newer job by now."""
+        a newer job by now. Nor does it keep its progress, checkpoint or
+        interruptions: it starts from the beginning."""
         fields = ["status", "attempts", "suspect", "owner", "lease_expires_at", "started_at"]
         fields += ["last_attempted_at", "finished_at", "return_value", "errors", "worker_ids", "history"]
-        fields += ["run_after"]
+        fields += ["run_after", *CONTROL_FIELDS]
         count = 0
         with transaction.atomic(using=self.db):
             jobs = list(self.finished().annotate(db_now=DbNow()).select_for_update().order_by("pk"))
@@ -40,7 +52,9 @@ class ActionQuerySet(JobRows):
                 job.owner = job.lease_expires_at = job.started_at = job.last_attempted_at = None
                 job.finished_at = job.return_value = None
                 job.errors, job.worker_ids = [], []
-                job.run_after = job.db_now  # type: ignore[attr-defined]
+                job.run_after = job.db_now
+                job.cancel_requested_at = job.progress = job.progress_at = job.checkpoint = None
+                job.progress_message, job.interruptions = "", 0
             for start in range(0, len(jobs), 500):
                 count += self.model._base_manager.using(self.db).bulk_update(
                     jobs[start : start + 500], fields
@@ -62,20 +76,24 @@ class ActionQuerySet(JobRows):
         return count
 
     def cancel(self) -> int:
-        """Cancel jobs that have not started (READY, or WAITING for their
-        parents); RUNNING jobs are left alone. In the same transaction their
+        """Cancel these jobs: those that have not started (READY, or WAITING
+        for their parents) at once, and in the same transaction their
         batches may complete and their dependants are cancelled or released
-        (workflows/completion.py)."""
+        (workflows/completion.py); RUNNING ones are asked to stop
+        (``request_cancel()``: their worker ends them CANCELLED). Finished
+        jobs are left alone. Returns how many were cancelled or asked."""
         from ..workflows.completion import jobs_finished
 
         unstarted = self.filter(status__in=(READY, Status.WAITING))
         with transaction.atomic(using=self.db):
             followed = unstarted.filter(Q(batch__isnull=False) | Q(has_dependants=True))
             ids = list(followed.select_for_update().values_list("pk", flat=True))
-            count = unstarted.update(status=Status.CANCELLED, finished_at=DbNow(), unique_key=None)
+            count = unstarted.update(
+                status=Status.CANCELLED, finished_at=DbNow(), unique_key=None, cancel_requested_at=None
+            )
             if ids:
                 jobs_finished(self.db, ids)
-        return count
+        return count + self.request_cancel()
 
     def run_now(self) -> int:
         """Make READY jobs that wait for a future ``run_after`` due now."""
@@ -101,4 +119,5 @@ def _summary(job: Job) -> dict[str, Any]:
         "finished_at": iso(job.finished_at),
         "workers": as_list(job.worker_ids),
         "last_error": errors[-1] if errors else None,
+        "interruptions": job.interruptions,
     }

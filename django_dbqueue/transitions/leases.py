@@ -1,6 +1,7 @@
 """Leases: the heartbeat pushes them out, and the jobs of a worker that
 stopped heartbeating go back to READY (marked suspect), or end FAILED when a
-suspect's last attempt died with its worker."""
+suspect's last attempt died with its worker, or CANCELLED when a cancel was
+asked for them."""
 
 from __future__ import annotations
 
@@ -41,14 +42,17 @@ class LeaseQuerySet(JobRows):
 
     def recover_expired(self, limit: int = 500) -> tuple[int, int]:
         """Return jobs whose worker stopped heartbeating to READY, marked
-        suspect; a suspect whose last attempt died with its worker ends FAILED.
-        Returns ``(requeued, failed)``."""
+        suspect; a suspect whose last attempt died with its worker ends
+        FAILED, and a job whose cancel was asked ends CANCELLED. Returns
+        ``(requeued, finished)``: finished counts the FAILED and CANCELLED."""
         expired = self.running().filter(lease_expires_at__lt=DbNow()).annotate(db_now=DbNow())
-        requeued = failed = 0
+        requeued = finished = 0
         with transaction.atomic(using=self.db):
             for job in expired.select_for_update(skip_locked=True).order_by("pk")[:limit]:
                 changes: dict[str, Any] = {"owner": None, "lease_expires_at": None, "status": READY}
-                if not job.suspect:
+                if job.cancel_requested_at is not None:
+                    changes.update(_cancelled(job))
+                elif not job.suspect:
                     changes["suspect"] = True  # we cannot tell whether it started
                 else:
                     # It ran alone and its worker died: that attempt failed.
@@ -58,18 +62,35 @@ class LeaseQuerySet(JobRows):
                     )
                     if job.attempts >= job.max_attempts:
                         changes.update(status=Status.FAILED, finished_at=job.db_now, unique_key=None)  # type: ignore[attr-defined]
-                failed += changes["status"] == Status.FAILED
+                finished += changes["status"] != READY
                 requeued += changes["status"] == READY
                 self.model._base_manager.using(self.db).filter(pk=job.pk).update(**changes)
-                if changes["status"] == Status.FAILED and (job.batch_id is not None or job.has_dependants):
+                if changes["status"] != READY and (job.batch_id is not None or job.has_dependants):
                     from ..workflows.completion import jobs_finished
 
                     jobs_finished(self.db, [job.pk])  # its batch and dependants, in this transaction
-        return requeued, failed
+        return requeued, finished
 
     def expired_count(self) -> int:
         """RUNNING jobs whose lease ran out, waiting to be recovered."""
         return self.running().filter(lease_expires_at__lt=DbNow()).count()
+
+
+def _cancelled(job: Job) -> dict[str, Any]:
+    """A dead worker's job whose cancel was asked: CANCELLED, not run again.
+    Its attempt is not counted here: only a suspect is known to have started,
+    and its attempt was counted in its claim."""
+    from .running import cancelled_error
+
+    now = job.db_now  # type: ignore[attr-defined]
+    error = cancelled_error(job, now, job.owner or "", "after its worker died")
+    return {
+        "status": Status.CANCELLED,
+        "finished_at": now,
+        "unique_key": None,
+        "cancel_requested_at": None,
+        "errors": bounded_errors(as_list(job.errors), error),
+    }
 
 
 def worker_lost_error(job: Job, when: datetime) -> dict[str, str]:

@@ -1,6 +1,9 @@
 """A run's outcome: one job at a time (``record``), or many successes in one
 UPDATE (``record_successes``, grouped by ``statements()``), as the worker
-hands them over in ``Finished``."""
+hands them over in ``Finished``.
+
+Every outcome that finishes a job clears its ``unique_key`` and its
+``cancel_requested_at``: both are held only while a job is unfinished."""
 
 from __future__ import annotations
 
@@ -23,6 +26,9 @@ from .rows import READY, RUNNING, JobRows
 if TYPE_CHECKING:
     from ..models import Job
 
+# Finished.checkpoint's default: the outcome leaves the saved checkpoint as it is.
+UNCHANGED: Any = object()
+
 # A batched success write stays far below MariaDB's default max_allowed_packet
 # (16 MiB): return values are grouped into statements of at most this many bytes.
 STATEMENT_BUDGET = 4_000_000
@@ -30,23 +36,27 @@ STATEMENT_BUDGET = 4_000_000
 
 @dataclass
 class Finished:
-    """One run's outcome, as the worker hands it over to be recorded."""
+    """One run's outcome, as the worker hands it over to be recorded.
+    ``ran``: False for a job ended before its task was called (its attempt
+    is not spent); ``checkpoint``: the cursor to save with the outcome."""
 
     job: Job
     started: datetime
     finished: datetime
-    status: str = Status.SUCCESSFUL  # or READY (to be retried) or FAILED
+    status: str = Status.SUCCESSFUL  # or READY (to be retried), FAILED or CANCELLED
     return_value: Any = None
     size: int = 4  # bytes the return value takes as JSON
     error: dict[str, str] | None = None
     retry_in: timedelta | None = None
+    ran: bool = True
+    checkpoint: Any = UNCHANGED
 
 
 class OutcomeQuerySet(JobRows):
     def record(self, owner: str, outcome: Finished) -> int:
         """Record one job's outcome, if ``owner`` still holds it (1) or not (0)."""
         job = outcome.job
-        changes = _run_fields(job, owner, outcome.started)
+        changes = _run_fields(job, owner, outcome.started) if outcome.ran else _unrun_fields(job)
         changes.update(
             status=outcome.status,
             return_value=outcome.return_value,
@@ -56,8 +66,11 @@ class OutcomeQuerySet(JobRows):
             changes["errors"] = bounded_errors(as_list(job.errors), outcome.error)
         if outcome.retry_in is not None:
             changes["run_after"] = DbNow() + outcome.retry_in
+        if outcome.checkpoint is not UNCHANGED:
+            changes["checkpoint"] = outcome.checkpoint
         if outcome.status != READY:
             changes["unique_key"] = None  # finished: the key is free (unique.py)
+            changes["cancel_requested_at"] = None  # and a request is honoured or moot
         rows = self.filter(pk=job.pk, owner=owner, status=RUNNING)
         if outcome.status == READY:
             updated = rows.update(**changes)
@@ -86,6 +99,7 @@ class OutcomeQuerySet(JobRows):
             "lease_expires_at": None,
             "suspect": False,
             "unique_key": None,  # finished: the key is free (unique.py)
+            "cancel_requested_at": None,  # a request that came too late is moot
             # PostgreSQL cannot type a CASE of bare NULLs; all None is the common case.
             "return_value": None
             if all(v is None for v in values.values())
@@ -146,6 +160,16 @@ def _run_fields(job: Job, owner: str, started: datetime) -> dict[str, Any]:
         "owner": None,
         "lease_expires_at": None,
         "suspect": False,
+    }
+
+
+def _unrun_fields(job: Job) -> dict[str, Any]:
+    """A job ended before it ran: its attempt is not spent (a suspect's was
+    counted in its claim, and is given back)."""
+    return {
+        "attempts": job.attempts - 1 if job.suspect else job.attempts,
+        "owner": None,
+        "lease_expires_at": None,
     }
 
 

@@ -3,7 +3,9 @@
 Whatever a task does ends as a recorded outcome: a return value, an
 exception of any kind (``sys.exit()``, ``KeyboardInterrupt`` raised by the
 task, ``asyncio.CancelledError``), a value the database could not store. The
-only thing that passes through is the worker's own :class:`ForcedStop`.
+only thing that passes through is the worker's own :class:`ForcedStop`. A
+job stopped on purpose (cancelled, or interrupted for a deploy) is recorded
+as such by stops.py.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..enqueue.loading import load_task
 from ..exceptions import JobNotRunnable, ResultNotStorable, WorkerStopped
 from ..jsonfield import Undecodable
 from ..payload import as_list, bounded_text, check_return_value
+from ..running.control import JobControl
 from ..status import Status
 from ..tasks_api import Task, TaskContext, task_finished, task_started
 from ..transitions import Finished, attempts_after, retry_delay
@@ -32,6 +35,7 @@ from .atomic import run_atomic
 from .outcomes import OutcomeBuffer
 from .shared import Slot
 from .signals import ForcedStop
+from .stops import cancel_unstarted, record_stop, stop_kind
 from .timeouts import call_with_limit
 
 if TYPE_CHECKING:
@@ -63,13 +67,24 @@ class JobRunner:
         self.clock = DatabaseClock(backend.database)
         self.started: Any = None  # when the job in hand started, on the database's clock
         self.outcomes = OutcomeBuffer(self, max_jobs=batch, max_age=min(self.config.heartbeat_interval, 1.0))
+        # What the task's current_job() shares with this worker (running/job.py).
+        self.control = JobControl(owner, backend.database, slot, self.config.control_interval)
 
     def run(self, job: Job, batched: bool = True) -> str:
         """Run ``job`` and record its outcome; returns its new status.
         ``batched``: a success may wait in the buffer for its batch-mates."""
+        self.control.begin(job)
+        try:
+            return self._run(job, batched)
+        finally:
+            self.control.end()
+
+    def _run(self, job: Job, batched: bool) -> str:
         # A row written by hand may hold any JSON in these; the outcome appends.
         job.errors, job.worker_ids = as_list(job.errors), as_list(job.worker_ids)
         self.started = started = self.clock.now()
+        if job.cancel_requested_at is not None:  # asked before it started (by SQL, say)
+            return cancel_unstarted(self, job, started)
         # Failures are recorded outside the except blocks: recording flushes
         # the batch's waiting successes, whose task_finished must not carry
         # this job's exception (Django's log receiver attaches the one being
@@ -84,6 +99,7 @@ class JobRunner:
         if unrunnable is not None:
             return self.fail(job, started, unrunnable, final=True)
         if getattr(task, "atomic", False):
+            self.control.atomic = True
             return run_atomic(self, job, task, started)
         value, raised = self.call(job, task, started)
         if raised is not None:
@@ -113,8 +129,13 @@ class JobRunner:
             task_started.send(type(self.backend), task_result=result)
             args: list[Any] = [TaskContext(task_result=result), *job.args] if task.takes_context else job.args
             timeout = getattr(task, "timeout", None) or self.config.JOB_TIMEOUT
-            with running_job(job):  # current_batch() reads it
-                return call_with_limit(task.func, args, job.kwargs, timeout, self.slot), None
+            control = self.control
+            with running_job(job, control):  # current_batch() and current_job() read it
+                control.in_task = True
+                try:
+                    return call_with_limit(task.func, args, job.kwargs, timeout, control), None
+                finally:
+                    control.in_task = False
         except ForcedStop:
             raise
         except BaseException as exc:  # the task's own SystemExit, KeyboardInterrupt, CancelledError too
@@ -123,10 +144,17 @@ class JobRunner:
     def fail(
         self, job: Job, started: Any, exc: BaseException, *, final: bool, task: Task | None = None
     ) -> str:
-        """Record a failed attempt: READY again after a backoff, or FAILED."""
+        """Record a failed attempt: READY again after a backoff, or FAILED;
+        or a job stopped on purpose (stops.py), CANCELLED or interrupted."""
+        stop = stop_kind(self.control, exc) if task is not None else None
+        if stop is not None and task is not None:
+            return record_stop(self, stop, job, started, exc, task)
         self.outcomes.flush()
         attempts = attempts_after(job)
         outcome = Finished(job, started, self.clock.now(), status=Status.FAILED, error=error_entry(exc, self))
+        unsaved = self.control.unsaved()  # the attempt's last position, if not written yet
+        if unsaved is not None:
+            outcome.checkpoint = unsaved
         if not final and attempts < job.max_attempts:
             outcome.status = Status.READY
             outcome.retry_in = retry_delay(

@@ -31,6 +31,7 @@ from .heartbeat import Heartbeat, HeartbeatThread, owner_name, recover, recovery
 from .outcomes import OneTraceback
 from .shared import SharedState, safety_margin
 from .signals import ForcedStop, StopSignals
+from .softstop import SoftStopWatch
 
 if TYPE_CHECKING:
     from ..backend import DatabaseBackend
@@ -100,6 +101,8 @@ class Worker:
             self.signals.watch_parent(self.state.stop)
         hold_watch = HoldWatch(self)
         hold_watch.start()
+        soft_stop = SoftStopWatch(self.runner.control, self.config.CANCEL_GRACE_SECONDS)
+        soft_stop.start()
         logger.info("Worker %s started on queues %s.", self.name, ", ".join(self.queues))
         code = 0
         try:
@@ -112,6 +115,7 @@ class Worker:
             self._abandon_current()
         finally:
             hold_watch.stop()
+            soft_stop.stop()
             self._finish()
             self.slot.name = ""
             if heartbeat is not None:
@@ -130,6 +134,10 @@ class Worker:
     def request_stop(self) -> None:
         if self.stop_requested_at is None:
             self.stop_requested_at = time.monotonic()
+            # From then on, the job in hand has STOP_TIMEOUT to finish before
+            # it is interrupted at its next checkpoint (softstop.py).
+            if self.config.STOP_TIMEOUT is not None:
+                self.slot.stop_deadline = elapsed() + self.config.STOP_TIMEOUT
         self.stopping = True
         self.wake.set()
 

@@ -31,7 +31,9 @@ from asgiref.sync import async_to_sync, iscoroutinefunction
 
 from ..clock import elapsed
 from ..exceptions import JobTimeout
+from ..running.control import JobControl
 from .shared import Slot
+from .softstop import controlled
 
 # How long past its limit a job may ignore the soft limit before its process is killed.
 HARD_GRACE = 5.0
@@ -42,12 +44,15 @@ def hard_deadline(now: float, seconds: float) -> float:
 
 
 def call_with_limit(
-    func: Callable[..., Any], args: list, kwargs: dict, seconds: float | None, slot: Slot | None
+    func: Callable[..., Any], args: list, kwargs: dict, seconds: float | None, control: JobControl
 ) -> Any:
     """Call ``func`` (sync or async) with the soft limit of ``seconds`` (None:
-    none), and the hard one published in ``slot`` if supervised."""
+    none), and the hard one published in the control's slot if there is one.
+    An async task's coroutine may be cancelled by its worker (softstop.py)."""
+    slot = control.slot
     if iscoroutinefunction(func):
-        run = async_to_sync(_cancelled_after(func, seconds)) if seconds else async_to_sync(func)
+        limited = _cancelled_after(func, seconds) if seconds else func
+        run = async_to_sync(controlled(limited, control) if slot is not None else limited)
         with _hard_limit(seconds, slot):
             return run(*args, **kwargs)
     with _hard_limit(seconds, slot), _alarm(seconds):

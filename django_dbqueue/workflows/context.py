@@ -8,8 +8,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
+from ..running.control import controls
+
 if TYPE_CHECKING:
     from ..models import Job
+    from ..running.control import JobControl
 
 # (database, batch id) of the innermost ``with batch(...)`` block.
 joining: ContextVar[tuple[str, int] | None] = ContextVar("dbqueue_batch", default=None)
@@ -31,10 +34,12 @@ def batch_fields(database: str) -> dict[str, Any]:
 
 
 @contextmanager
-def running_job(job: Job) -> Iterator[None]:
-    """Mark ``job`` as the one this worker runs (``current_batch()`` reads it)."""
-    token = running.set(job)
+def running_job(job: Job, control: JobControl | None = None) -> Iterator[None]:
+    """Mark ``job`` as the one this worker runs (``current_batch()`` reads
+    it), and ``control`` as its worker's side (``current_job()`` reads it)."""
+    token, control_token = running.set(job), controls.set(control)
     try:
         yield
     finally:
         running.reset(token)
+        controls.reset(control_token)
