@@ -217,6 +217,11 @@ def test_allowed_task_modules_come_from_the_backend_options():
         (["--batch", "0"], "--batch must be between 1 and 1000, not 0"),
         (["--batch", "1001"], "--batch must be between 1 and 1000, not 1001"),
         (
+            ["--stop-timeout", "-1"],
+            "argument --stop-timeout: must be a number of seconds (0 or more) or 'none', not '-1'",
+        ),
+        (["--stop-timeout", "nan"], "argument --stop-timeout: must be a number of seconds"),
+        (
             ["--queue", "nope"],
             "Unknown queue 'nope' for backend 'default'; its QUEUES are default, email, slow",
         ),

@@ -20,6 +20,8 @@ Between beats it keeps watching which workers are alive, and writes a new
 worker's row (or deletes a stopped one's) within a tick: a worker is visible
 to ``queuehealth``, ``queuestats``, the metrics and the admin, with its start
 time, from the moment it starts, not a quarter lease later at the next beat.
+And every CONTROL_INTERVAL it passes cancel requests to the workers whose
+jobs they concern, and their tasks' progress to the rows (control.py).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from django.template.defaultfilters import pluralize
 from ..clock import DbNow, elapsed
 from ..db import DB_ERRORS, Outage, drop_connection, is_outage, retry_on_conflict
 from ..operations.retention import Pruner
+from .control import RunningControl
 from .shared import SharedState, name_process
 
 if TYPE_CHECKING:
@@ -60,6 +63,8 @@ class Heartbeat:
         self.registered: set[str] = set()  # the live workers whose Worker row this heartbeat wrote
         self.failing = False  # the last beat or enrolment failed: wait out its delay before the next
         self.pruner = Pruner(backend)  # OPTIONS RETENTION, a little per beat
+        self.control = RunningControl(self.database, state)
+        self.control_interval = backend.config.control_interval
 
     def run(self, done: Callable[[], bool], wait: Callable[[float], object]) -> None:
         """Beat every quarter lease until ``done()``; ``wait(seconds)`` sleeps.
@@ -74,7 +79,7 @@ class Heartbeat:
                 scheduler.stop()
 
     def _beat_until(self, done: Callable[[], bool], wait: Callable[[float], object]) -> None:
-        next_beat = 0.0  # time.monotonic() of the next full beat
+        next_beat = next_control = 0.0  # time.monotonic() of the next full beat, and control
         while not done():
             now = time.monotonic()
             try:
@@ -83,6 +88,9 @@ class Heartbeat:
                     self.beat()
                 else:
                     self.enrol(self.state.live_names())
+                if now >= next_control:
+                    next_control = now + self.control_interval
+                    self.control.run(self.state.live_names())
                 self.outage.restored()
                 self.failing = False
             except DB_ERRORS as exc:
@@ -97,8 +105,10 @@ class Heartbeat:
                 logger.exception("The heartbeat failed; it will try again.")
                 drop_connection(self.database)
                 next_beat, self.failing = time.monotonic() + self.interval, True
+            if self.failing:  # nothing touches the database before the delay is over
+                next_control = max(next_control, next_beat)
             # A wait may end early when a worker starts or stops (see roster_changed).
-            wait(max(0.0, next_beat - time.monotonic()))
+            wait(max(0.0, min(next_beat, next_control) - time.monotonic()))
         self._forget(list(self.registered))
         connections.close_all()
 

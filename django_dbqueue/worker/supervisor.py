@@ -1,9 +1,11 @@
 """Runs N worker processes and their heartbeat: starts them, restarts the
 ones that crash, relays stop requests without escalating them, kills a
-worker stuck past its hard time limit, and logs progress."""
+worker stuck past its hard time limit, a cancel's grace or a stop's timeout
+(stuck.py), and logs progress (status.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import multiprocessing
 import os
@@ -11,15 +13,19 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
+from types import EllipsisType
 from typing import TYPE_CHECKING, Any, cast
 
 from django.db import connections
-from django.template.defaultfilters import pluralize
 
 from ..clock import elapsed
+from ..db import DB_ERRORS
 from ..tasks_api import task_backends
 from .heartbeat import heartbeat_process_main
 from .shared import SharedState, name_process
+from .status import StatusLine
+from .stuck import Overdue, StuckWatch, record_killed
+from .timeouts import HARD_GRACE
 
 if TYPE_CHECKING:
     from ..backend import DatabaseBackend
@@ -41,6 +47,9 @@ class Slot:
     restart_delay: float = 1.0
     started_at: float = field(default_factory=time.monotonic)
     processed_at_start: int = 0
+    # Killed by the supervisor for a job it then recorded (a cancel's or a
+    # stop's): replaced at once, and not a crash.
+    killed: bool = False
 
 
 def _child_main(
@@ -54,9 +63,24 @@ def _child_main(
 
 
 class Supervisor:
-    def __init__(self, alias: str, queues: list[str], *, processes: int, batch: int, burst: bool) -> None:
+    """``stop_timeout``: overrides OPTIONS STOP_TIMEOUT for this supervisor
+    and its workers (None: no limit; ``...``: the option's value)."""
+
+    def __init__(
+        self,
+        alias: str,
+        queues: list[str],
+        *,
+        processes: int,
+        batch: int,
+        burst: bool,
+        stop_timeout: float | None | EllipsisType = ...,
+    ) -> None:
         self.alias, self.queues, self.batch, self.burst = alias, queues, batch, burst
         self.backend = cast("DatabaseBackend", task_backends[alias])
+        if stop_timeout is not ...:
+            # On the backend itself, which the workers inherit when forked.
+            self.backend.config = dataclasses.replace(self.backend.config, STOP_TIMEOUT=stop_timeout)
         # fork: children inherit the configured Django; no re-import of settings.
         self.context = multiprocessing.get_context("fork")
         self.state = SharedState(processes, self.context)
@@ -64,6 +88,8 @@ class Supervisor:
         self.heartbeat: Any = None
         self.signals = 0
         self.forced = False
+        self.forced_at: float | None = None  # elapsed clock: when the forced stop was sent
+        self.stuck = StuckWatch(self.backend.config, self.state)
         self.started = time.monotonic()
         self.restarts = 0
 
@@ -76,10 +102,11 @@ class Supervisor:
             self._start_heartbeat()
             for slot in self.slots:
                 self._start(slot)
-            status = _StatusLine(self)
+            status = StatusLine(self)
             while not self._all_exited():
                 time.sleep(TICK)
-                self._kill_overdue()
+                self._kill_stuck()
+                self._kill_forced()
                 self._reap()
                 self._watch_heartbeat()
                 status.maybe_log()
@@ -93,7 +120,13 @@ class Supervisor:
     def _on_signal(self, signum: int, frame: Any) -> None:
         self.signals += 1
         if self.signals == 1:
-            logger.info("%s received: workers finish the job in hand and stop.", signal.Signals(signum).name)
+            self.stuck.stopping(elapsed())
+            timeout = self.backend.config.STOP_TIMEOUT
+            logger.info(
+                "%s received: workers finish the job in hand%s and stop.",
+                signal.Signals(signum).name,
+                "" if timeout is None else f" if it ends within {timeout:g}s (else interrupt it)",
+            )
             self.state.stop.value = 1
         else:
             self._on_force(signum, frame)
@@ -104,7 +137,7 @@ class Supervisor:
         self.state.stop.value = 1
         if self.forced:
             return
-        self.forced = True
+        self.forced, self.forced_at = True, elapsed()
         logger.warning("%s: stopping the workers at once.", signal.Signals(signum).name)
         for slot in self.slots:
             if slot.process is not None and slot.process.is_alive():
@@ -144,22 +177,53 @@ class Supervisor:
         slot.started_at = time.monotonic()
         slot.processed_at_start = self.state.slot(slot.index).processed
 
-    def _kill_overdue(self) -> None:
-        """Kill a worker whose job ignored its timeout's alarm: it is stuck in
-        a C call, where no thread of its own process can interrupt it."""
+    def _kill_stuck(self) -> None:
+        """Kill a worker whose job outlived its timeout, its cancel's grace or
+        its stop's timeout, past every chance it had to stop it itself."""
         now = elapsed()
         for slot in self.slots:
-            deadline = self.state.slot(slot.index).deadline
-            if deadline and now > deadline and slot.process.is_alive():
-                logger.error(
-                    "Worker process %d is stuck in a job past its timeout and did not react "
-                    "to the alarm; killing it (its job returns as a dead worker's does).",
-                    slot.process.pid,
-                )
-                self.state.slot(slot.index).deadline = 0.0
-                os.kill(slot.process.pid, signal.SIGKILL)
-                # No more heartbeats for it: its jobs come back after one lease.
+            if slot.process is None or not slot.process.is_alive():
+                continue
+            overdue = self.stuck.overdue(slot.index, now)
+            if overdue is not None:
+                self._kill(slot, overdue)
+
+    def _kill(self, slot: Slot, overdue: Overdue) -> None:
+        proc, shared = slot.process, self.state.slot(slot.index)
+        logger.error(overdue.describe(proc.pid))
+        shared.deadline = 0.0
+        # No more heartbeats for it: without the write below, its job comes
+        # back as a dead worker's does, after one lease.
+        shared.name = ""
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.join(HARD_GRACE)
+        if proc.is_alive():
+            return  # never write for a worker that may still write itself
+        slot.killed = overdue.why != "timeout"
+        try:
+            record_killed(self.backend.database, overdue)
+        except DB_ERRORS as exc:
+            logger.warning(
+                "Could not record job %d of the killed worker (%s); it returns to the queue when its "
+                "lease expires.",
+                overdue.job_id,
+                exc,
+            )
+        finally:
+            connections.close_all()  # the next restart forks; hold nothing
+
+    def _kill_forced(self) -> None:
+        """A forced stop that a worker did not obey within HARD_GRACE (a job
+        stuck in C code, a paused worker): kill it. Its jobs come back as a
+        dead worker's do."""
+        if self.forced_at is None or elapsed() < self.forced_at + HARD_GRACE:
+            return
+        self.forced_at = None  # once
+        for slot in self.slots:
+            if slot.process is not None and slot.process.is_alive():
+                logger.error("Worker process %d did not stop at once; killing it.", slot.process.pid)
                 self.state.slot(slot.index).name = ""
+                os.kill(slot.process.pid, signal.SIGKILL)
 
     def _reap(self) -> None:
         now = time.monotonic()
@@ -174,8 +238,12 @@ class Supervisor:
                 slot.done = True
                 # A crash already reported and waiting for its restart is not
                 # the stop's doing; a worker that failed to stop cleanly is.
-                slot.clean = proc.exitcode == 0 or bool(slot.restart_at)
+                # One killed past the stop timeout had its job given back.
+                slot.clean = proc.exitcode == 0 or bool(slot.restart_at) or slot.killed
                 continue
+            if slot.killed:
+                logger.info("Replacing the killed worker process %d.", proc.pid)
+                slot.killed, slot.restart_at = False, now
             if not slot.restart_at:
                 # Back off if it keeps dying young without getting anything
                 # done, so a crash loop does not spin; one killed from outside
@@ -200,59 +268,3 @@ class Supervisor:
 
     def totals(self) -> tuple[int, int]:
         return self.state.totals()
-
-
-class _StatusLine:
-    """A one-line status every STATUS_INTERVAL seconds while there is work."""
-
-    def __init__(self, supervisor: Supervisor) -> None:
-        self.supervisor = supervisor
-        self.interval = supervisor.backend.config.STATUS_INTERVAL
-        self.last_time = time.monotonic()
-        self.last_processed = 0
-
-    def maybe_log(self) -> None:
-        now = time.monotonic()
-        if now - self.last_time < self.interval:
-            return
-        processed, failed = self.supervisor.totals()
-        backlog = self._backlog()
-        if processed != self.last_processed or backlog:
-            rate = (processed - self.last_processed) / (now - self.last_time)
-            logger.info(
-                "processed=%d failed=%d rate=%.1f jobs/s ready_backlog=%s",
-                processed,
-                failed,
-                rate,
-                "?" if backlog is None else backlog,
-            )
-        self.last_time, self.last_processed = now, processed
-
-    def _backlog(self) -> int | None:
-        from ..models import Job
-
-        try:
-            jobs = Job.objects.using(self.supervisor.backend.database).filter(
-                queue_name__in=self.supervisor.queues
-            )
-            return jobs.due().count()
-        except Exception as exc:
-            logger.warning("Could not count the backlog: %s", exc)
-            return None
-        finally:
-            connections.close_all()  # the next restart forks; hold nothing
-
-    def summary(self) -> None:
-        sup = self.supervisor
-        processed, failed = sup.totals()
-        elapsed = time.monotonic() - sup.started
-        logger.info(
-            "Done: processed %d job%s (%d failed) in %.1fs, %.1f jobs/s, %d worker restart%s.",
-            processed,
-            pluralize(processed),
-            failed,
-            elapsed,
-            processed / elapsed if elapsed else 0.0,
-            sup.restarts,
-            pluralize(sup.restarts),
-        )

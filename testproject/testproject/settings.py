@@ -8,6 +8,9 @@ DBQUEUE_BACKOFF    retry backoff base seconds (default 2)
 DBQUEUE_BATCH_HOLD seconds a slow job may hold its batch-mates before they are given back (default 0.1)
 DBQUEUE_CLOCK_SKEW seconds this process's wall clock runs ahead (tests of a skewed host)
 DBQUEUE_RETENTION  OPTIONS RETENTION as JSON, e.g. {"SUCCESSFUL": 7} (default: none)
+DBQUEUE_STOP_TIMEOUT     OPTIONS STOP_TIMEOUT seconds, as JSON (default null: finish the job in hand)
+DBQUEUE_CANCEL_GRACE     OPTIONS CANCEL_GRACE_SECONDS (default 10)
+DBQUEUE_CONTROL_INTERVAL OPTIONS CONTROL_INTERVAL (default 1)
 DBQUEUE_USE_TZ     0 for USE_TZ = False (default 1)
 DBQUEUE_TIME_ZONE  TIME_ZONE (default UTC), e.g. America/New_York to test naive local times
 """
@@ -136,6 +139,9 @@ TASKS = {
             # Recurring jobs for tests, as JSON: {"name": {"task": ..., "cron": ...}}.
             "SCHEDULES": json.loads(os.environ.get("DBQUEUE_SCHEDULES", "{}")),
             "RETENTION": json.loads(os.environ.get("DBQUEUE_RETENTION", "{}")),
+            "STOP_TIMEOUT": json.loads(os.environ.get("DBQUEUE_STOP_TIMEOUT", "null")),
+            "CANCEL_GRACE_SECONDS": float(os.environ.get("DBQUEUE_CANCEL_GRACE", "10")),
+            "CONTROL_INTERVAL": float(os.environ.get("DBQUEUE_CONTROL_INTERVAL", "1")),
         },
     }
 }

@@ -1,3 +1,4 @@
+import argparse
 import logging
 import sys
 from typing import Any
@@ -30,6 +31,14 @@ class Command(BaseCommand):
             "--batch", type=int, help="Jobs claimed per round trip (default: OPTIONS BATCH_SIZE)."
         )
         parser.add_argument("--burst", action="store_true", help="Exit 0 once no due job is left.")
+        parser.add_argument(
+            "--stop-timeout",
+            type=_stop_timeout,
+            default=...,
+            metavar="SECONDS",
+            help="On SIGTERM, let the job in hand run this long, then interrupt it at its next checkpoint "
+            "and give it back, its attempt unspent; 'none': wait for it (default: OPTIONS STOP_TIMEOUT).",
+        )
         parser.add_argument("--backend", default=DEFAULT_TASK_BACKEND_ALIAS, help="TASKS alias to serve.")
         parser.add_argument(
             "--metrics-port",
@@ -56,7 +65,12 @@ class Command(BaseCommand):
         batch = _in_range("--batch", batch, 1, MAX_BATCH_SIZE)
         _configure_logging(options["verbosity"])
         supervisor = Supervisor(
-            backend.alias, queues, processes=processes, batch=batch, burst=options["burst"]
+            backend.alias,
+            queues,
+            processes=processes,
+            batch=batch,
+            burst=options["burst"],
+            stop_timeout=options["stop_timeout"],
         )
         if options["metrics_port"] is not None:
             _serve_metrics(backend, supervisor, options["metrics_port"], options["metrics_addr"])
@@ -85,6 +99,19 @@ def _in_range(flag: str, value: int, low: int, high: int) -> int:
     if not low <= value <= high:
         raise CommandError(f"{flag} must be between {low} and {high}, not {value}.")
     return value
+
+
+def _stop_timeout(value: str) -> float | None:
+    """``--stop-timeout``: seconds (0 or more), or ``none`` for no limit."""
+    if value.strip().lower() == "none":
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds (0 or more) or 'none', not {value!r}")
+    return seconds
 
 
 def _configure_logging(verbosity: int) -> None:

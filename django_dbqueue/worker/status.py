@@ -1,0 +1,78 @@
+"""The supervisor's log lines: a status line every STATUS_INTERVAL while
+there is work, and a summary when it stops."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from django.db import connections
+from django.template.defaultfilters import pluralize
+
+if TYPE_CHECKING:
+    from .supervisor import Supervisor
+
+logger = logging.getLogger("django_dbqueue")
+
+
+class StatusLine:
+    def __init__(self, supervisor: Supervisor) -> None:
+        self.supervisor = supervisor
+        self.interval = supervisor.backend.config.STATUS_INTERVAL
+        self.last_time = time.monotonic()
+        self.last_processed = 0
+
+    def maybe_log(self) -> None:
+        now = time.monotonic()
+        if now - self.last_time < self.interval:
+            return
+        processed, failed = self.supervisor.state.totals()
+        backlog = self._backlog()
+        if processed != self.last_processed or backlog:
+            rate = (processed - self.last_processed) / (now - self.last_time)
+            logger.info(
+                "processed=%d failed=%d%s rate=%.1f jobs/s ready_backlog=%s",
+                processed,
+                failed,
+                "".join(f" {name}={count}" for name, count in self._control_counts()),
+                rate,
+                "?" if backlog is None else backlog,
+            )
+        self.last_time, self.last_processed = now, processed
+
+    def _backlog(self) -> int | None:
+        from ..models import Job
+
+        try:
+            jobs = Job.objects.using(self.supervisor.backend.database).filter(
+                queue_name__in=self.supervisor.queues
+            )
+            return jobs.due().count()
+        except Exception as exc:
+            logger.warning("Could not count the backlog: %s", exc)
+            return None
+        finally:
+            connections.close_all()  # the next restart forks; hold nothing
+
+    def _control_counts(self) -> list[tuple[str, int]]:
+        """Jobs cancelled and interrupted while running, once there are any
+        (the lines stay as they were for a runqueue that had none)."""
+        cancelled, interrupted = self.supervisor.state.control_totals()
+        return [(name, n) for name, n in (("cancelled", cancelled), ("interrupted", interrupted)) if n]
+
+    def summary(self) -> None:
+        sup = self.supervisor
+        processed, failed = sup.state.totals()
+        elapsed = time.monotonic() - sup.started
+        logger.info(
+            "Done: processed %d job%s (%d failed%s) in %.1fs, %.1f jobs/s, %d worker restart%s.",
+            processed,
+            pluralize(processed),
+            failed,
+            "".join(f", {count} {name}" for name, count in self._control_counts()),
+            elapsed,
+            processed / elapsed if elapsed else 0.0,
+            sup.restarts,
+            pluralize(sup.restarts),
+        )
