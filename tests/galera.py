@@ -20,6 +20,7 @@ and connect to nodes directly for multi-writer runs.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -216,12 +217,45 @@ class Node:
         self.pid_file.unlink(missing_ok=True)
         if new_cluster:
             self._mark_safe_to_bootstrap()
+        extra = [f"--wsrep-sst-donor={self.preferred_donors()}"]
+        position = self.recovered_position()
+        if position:
+            extra.append(f"--wsrep-start-position={position}")
         self.process = subprocess.Popen(
-            self.arguments(new_cluster),
+            [*self.arguments(new_cluster), *extra],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,  # outlives ./dev cluster start, like a service
         )
+
+    def preferred_donors(self) -> str:
+        """The nodes to copy state from, the writer last: a donor of a full
+        copy (SST) blocks its writes and fails the proxy's check, which
+        would move every client off the writer a second time. The trailing
+        comma lets Galera pick any node when these cannot serve."""
+        writer = self.cluster.writer_name()
+        others = [node.name for node in self.cluster.nodes if node is not self]
+        return ",".join(sorted(others, key=lambda name: name == writer)) + ","
+
+    def recovered_position(self) -> str | None:
+        """After a crash, grastate.dat holds no position: read the last one
+        committed from InnoDB (``mariadbd --wsrep-recover``, as MariaDB's
+        service scripts do), so the node rejoins by IST, sending only what
+        it missed, instead of by a full copy."""
+        state = self.datadir / "grastate.dat"
+        if not state.exists() or not re.search(r"seqno:\s+-1", state.read_text()):
+            return None
+        log = self.root / "recover.log"
+        log.unlink(missing_ok=True)
+        subprocess.run(
+            [*self.arguments(False), f"--log-error={log}", "--wsrep-recover"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=120,
+        )
+        text = log.read_text(errors="replace") if log.exists() else ""
+        found = re.search(r"Recovered position: ([0-9a-f-]{36}:\d+)", text)
+        return found[1] if found else None
 
     def _mark_safe_to_bootstrap(self) -> None:
         state = self.datadir / "grastate.dat"

@@ -1,0 +1,213 @@
+"""Failover on a Galera cluster behind HAProxy: the writer node SIGKILLed
+in the middle of a drain, a node that leaves and rejoins, a node that stops
+serving. Workers keep what they hold in memory, ride the change out as one
+outage, and lose nothing; a job runs twice only where docs/guarantees.md
+says a job in flight at a database crash may (its own insert committed as
+the server died), and an atomic task's effects happen once.
+
+These run in ``./dev test``'s cluster run, on the cluster ``./dev cluster
+start`` runs (DBQUEUE_CLUSTER=1), and are skipped elsewhere.
+"""
+
+import json
+import re
+import time
+from collections import Counter
+
+import pytest
+
+from benchmarks.chaos import DATABASE, environment, prepare
+from tests.conftest import Runqueue, wait_for
+from tests.galera import GaleraCluster, in_cluster_run
+
+pytestmark = pytest.mark.skipif(
+    not in_cluster_run(), reason="runs on the Galera cluster, in ./dev test's cluster run (DBQUEUE_CLUSTER=1)"
+)
+
+WORKERS = 4
+LOST = re.compile(r" (\d+) WARNING \S+ Worker \S+ lost the database connection")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    cluster = GaleraCluster()
+    cluster.heal()
+    yield cluster
+    cluster.heal()
+
+
+class Drain:
+    """``runqueue`` on jobs of plain ``record`` and ``record_atomic`` tasks,
+    watched through a connection that reopens when the database moves."""
+
+    def __init__(self, cluster: GaleraCluster, plain: int, atomic: int, log, env: dict[str, str]) -> None:
+        self.cluster, self.jobs = cluster, plain + atomic
+        prepare(cluster, plain, env)
+        rows = [("demo.tasks.record_atomic", json.dumps([f"atomic-{i}"])) for i in range(atomic)]
+        conn = cluster.connect(DATABASE)
+        with conn.cursor() as cursor:
+            cursor.executemany("INSERT INTO django_dbqueue_job (task_path, args) VALUES (%s, %s)", rows)
+        conn.close()
+        self.runqueue = Runqueue(["--processes", str(WORKERS)], log, env)
+
+    def one(self, sql: str) -> int:
+        for _ in range(200):  # through a failover: the proxy answers again within seconds
+            try:
+                return self.cluster.execute(sql, database=DATABASE, connect_timeout=2)[0][0]
+            except Exception:
+                time.sleep(0.1)
+        raise AssertionError("the cluster stays unreachable through the proxy")
+
+    def finished(self) -> int:
+        return self.one("SELECT COUNT(*) FROM django_dbqueue_job WHERE status = 'SUCCESSFUL'")
+
+    def wait_finished(self, at_least: int, timeout: float = 300) -> None:
+        wait_for(lambda: self.finished() >= at_least, timeout=timeout, interval=0.05)
+
+    def stop(self) -> str:
+        self.runqueue.signal_group(15)
+        code = self.runqueue.wait(60)
+        self.runqueue.stop()
+        assert code == 0
+        return self.runqueue.output()
+
+    def duplicates(self, prefix: str) -> int:
+        runs = self.one(f"SELECT COUNT(*) FROM demo_execution WHERE `key` LIKE '{prefix}%%'")
+        return runs - self.one(
+            f"SELECT COUNT(DISTINCT `key`) FROM demo_execution WHERE `key` LIKE '{prefix}%%'"
+        )
+
+    def lost(self) -> int:
+        """Jobs not SUCCESSFUL, or without their side effect."""
+        return self.one(
+            "SELECT COUNT(*) FROM django_dbqueue_job j WHERE j.status <> 'SUCCESSFUL' OR NOT EXISTS "
+            "(SELECT 1 FROM demo_execution e WHERE e.`key` = JSON_VALUE(j.args, '$[0]'))"
+        )
+
+
+def assert_rode_it_out(log: str) -> None:
+    """One outage message per process at most, and no worker crashed."""
+    assert "exited with code" not in log, log[-3000:]
+    messages = Counter(LOST.findall(log))
+    assert messages and max(messages.values()) == 1, messages
+    # A task whose own query met the outage fails that attempt (its
+    # traceback is logged with it); nothing else may print one.
+    records = re.split(r"\n(?=\d{4}-\d\d-\d\d )", log)
+    failed_job = re.compile(r" Job \d+ \(.*\) failed on attempt")
+    crashes = [r for r in records if "Traceback" in r and not failed_job.search(r)]
+    assert not crashes, crashes[0]
+
+
+def assert_nodes_agree(cluster: GaleraCluster) -> None:
+    for table in ("django_dbqueue_job", "demo_execution"):
+        sums = {node.name: node.checksum(DATABASE, table) for node in cluster.nodes}
+        assert len(set(sums.values())) == 1, (table, sums)
+
+
+def test_sigkill_of_the_writer_mid_drain_loses_nothing(cluster, tmp_path):
+    drain = Drain(
+        cluster, plain=2000, atomic=1000, log=tmp_path / "runqueue.log", env=environment(cluster, 60)
+    )
+    try:
+        drain.wait_finished(900)
+        writer = cluster.writer()
+        before = drain.finished()
+        killed_at = time.monotonic()
+        writer.kill()
+        drain.wait_finished(before + 1, timeout=60)  # a job finished on the new writer
+        recovery = time.monotonic() - killed_at
+        new_writer = cluster.writer_name()
+        writer.launch()  # the crashed node recovers and rejoins by IST while the drain goes on
+        writer.wait_synced(120)
+        rejoined = time.monotonic() - killed_at
+        drain.wait_finished(drain.jobs)
+        seconds = time.monotonic() - killed_at
+    finally:
+        log = drain.stop()
+    plain, atomic = drain.duplicates("chaos-"), drain.duplicates("atomic-")
+    print(
+        f"failover: {writer.name} SIGKILLed, {new_writer} took over; first job finished {recovery:.1f}s "
+        f"after the kill, {writer.name} synced again at {rejoined:.1f}s, drained at {seconds:.1f}s; "
+        f"lost {drain.lost()}, duplicates {plain} plain, {atomic} atomic"
+    )
+
+    assert new_writer not in (None, writer.name)
+    assert drain.lost() == 0
+    assert atomic == 0, "an atomic task's effects happen once"
+    # At most the job in hand of each worker: its insert committed as the node died.
+    assert plain <= WORKERS
+    assert recovery < 30
+    assert_rode_it_out(log)
+    assert_nodes_agree(cluster)
+    assert "IST received" in writer.error_log(), "the crashed node caught up by IST, not a full copy"
+
+
+def test_a_node_that_leaves_and_rejoins_is_an_outage_only_for_its_own_workers(cluster, tmp_path):
+    """Workers through the proxy (on the writer) and workers straight on a
+    backup; the backup shuts down cleanly, stays away, and comes back."""
+    env = environment(cluster, 60)
+    drain = Drain(cluster, plain=2500, atomic=0, log=tmp_path / "proxy.log", env=env)
+    leaving = next(node for node in cluster.nodes if node.name != cluster.writer_name())
+    direct = Runqueue(
+        ["--processes", "2"], tmp_path / "direct.log", {**env, "DBQUEUE_DB_PORT": str(leaving.port)}
+    )
+    try:
+        drain.wait_finished(500)
+        leaving.stop()  # a clean shutdown: it leaves the cluster
+        before = drain.finished()
+        drain.wait_finished(before + 200, timeout=60)  # the writer's workers carry on meanwhile
+        time.sleep(2)
+        left_at = time.monotonic()
+        leaving.launch()
+        leaving.wait_synced(120)
+        rejoined = time.monotonic() - left_at
+        drain.wait_finished(drain.jobs)
+    finally:
+        log = drain.stop()
+        direct.signal_group(15)
+        direct_code = direct.wait(60)
+        direct.stop()
+    direct_log = direct.output()
+    print(
+        f"{leaving.name} rejoined {rejoined:.1f}s after its restart; duplicates {drain.duplicates('chaos-')}"
+    )
+
+    assert drain.lost() == 0
+    assert drain.duplicates("chaos-") <= 2  # each direct worker's job in hand at the shutdown
+    assert "lost the database connection" not in log, "the node leaving is no outage for the writer's workers"
+    assert direct_code == 0
+    assert_rode_it_out(direct_log)
+    assert "IST received" in leaving.error_log()
+    assert_nodes_agree(cluster)
+
+
+def test_workers_on_a_node_that_stops_serving_wait_for_it_as_for_an_outage(cluster, tmp_path):
+    """A node told to reject queries answers pings but fails every statement
+    with 1047, as one cut off from the majority does: an outage for the
+    workers on it (before, they took it for a broken statement and died),
+    and the proxy's check takes it out too."""
+    env = environment(cluster, 60)
+    node = cluster.nodes[2]
+    drain = Drain(
+        cluster,
+        plain=1500,
+        atomic=0,
+        log=tmp_path / "runqueue.log",
+        env={**env, "DBQUEUE_DB_PORT": str(node.port)},
+    )
+    try:
+        drain.wait_finished(300)
+        node.execute("SET GLOBAL wsrep_reject_queries = ALL")
+        try:
+            wait_for(lambda: cluster.proxy_view().get(node.name) == "DOWN", timeout=10)
+            wait_for(lambda: "WSREP has not yet prepared node" in drain.runqueue.output(), timeout=30)
+            time.sleep(2)
+        finally:
+            node.execute("SET GLOBAL wsrep_reject_queries = NONE")
+        drain.wait_finished(drain.jobs, timeout=120)
+    finally:
+        log = drain.stop()
+
+    assert drain.lost() == 0 and drain.duplicates("chaos-") == 0
+    assert_rode_it_out(log)
+    assert "1047" in "\n".join(line for line in log.splitlines() if "lost the database connection" in line)
