@@ -84,13 +84,14 @@ class SoftStopWatch(threading.Thread):
         now = elapsed()
         posted, since = slot.cancel_posted()
         if posted == job.pk:
-            self._stop(JobCancelled, job.pk, now >= since + self.grace)
+            self._stop_task(JobCancelled, job.pk, now >= since + self.grace)
             return
         deadline = slot.stop_deadline
         if deadline and now >= deadline:
-            self._stop(JobInterrupted, job.pk, now >= deadline + min(self.grace, INTERRUPT_GRACE))
+            self._stop_task(JobInterrupted, job.pk, now >= deadline + min(self.grace, INTERRUPT_GRACE))
 
-    def _stop(self, kind: type[BaseException], job_id: int, grace_over: bool) -> None:
+    # Not _stop: threading.Thread has its own _stop (before Python 3.13), which join() calls.
+    def _stop_task(self, kind: type[BaseException], job_id: int, grace_over: bool) -> None:
         control = self.control
         coroutine = control.coroutine
         if coroutine is not None:
