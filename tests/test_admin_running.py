@@ -106,7 +106,7 @@ def test_the_job_page_shows_progress_with_its_message_time_and_an_accessible_bar
     assert f'aria-label="Progress of job {target.pk}"' in bar
     assert ">42%</progress>" in bar, "its text, where a browser draws no bar"
     assert "Exported 4,234 rows &lt;script&gt;" in progress and HOSTILE not in html
-    assert re.search(r"\d+ s ago", progress), "when the worker wrote it"
+    assert re.search(r"reported \d+ s ago", progress), "when the worker wrote it"
     assert "Cancel requested" not in progress and "None saved." in progress
 
 
@@ -141,12 +141,13 @@ def test_the_checkpoint_is_summarised_and_shown_as_json_cut_to_a_bound(operator)
 
 
 def test_a_finished_job_shows_its_interruptions_and_a_plain_job_has_no_progress_section(operator):
-    resumed = job(status="SUCCESSFUL", interruptions=2, progress=1.0, finished_at=timezone.now())
+    now = timezone.now()
+    resumed = job(status="SUCCESSFUL", interruptions=2, progress=1.0, progress_at=now, finished_at=now)
     plain = job(status="SUCCESSFUL", finished_at=timezone.now())
 
     progress = fieldset(page_of(operator, resumed), "Progress")
     assert "2 (stopping workers gave the job back, each time without spending an attempt)." in progress
-    assert 'value="100.0"' in progress
+    assert 'value="100.0"' in progress and "last reported while it ran" in progress
     assert "<h2" in page_of(operator, plain) and "Progress</h2>" not in page_of(operator, plain)
 
 

@@ -75,7 +75,10 @@ def progress_html(job: Job, *, compact: bool = False) -> SafeString | str:
     if not compact and message:
         parts.append(format_html('<span class="dbqueue-progress-message">{}</span>', show.printable(message)))
     if not compact and job.progress_at:
-        parts.append(format_html('<span class="quiet">{} ago</span>', show.age(job.progress_at)))
+        # Its worker writes the latest report every CONTROL_INTERVAL while the
+        # job runs, not with the outcome: a finished job keeps the last one written.
+        when = "reported {} ago" if job.status == Status.RUNNING else "last reported while it ran, {} ago"
+        parts.append(format_html('<span class="quiet">{}</span>', when.format(show.age(job.progress_at))))
     if stopping:
         parts.append(format_html('<span class="dbqueue-stopping">{}</span>', "stopping"))
     return format_html(
