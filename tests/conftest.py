@@ -188,9 +188,18 @@ needs_mariadb = pytest.mark.skipif(
 
 @pytest.fixture(scope="session")
 def sandbox_mariadb() -> Iterator[object]:
-    """A private MariaDB server that tests may kill and restart; never the shared one."""
+    """A private MariaDB server that tests may kill and restart; never the shared one.
+    In the cluster run (DBQUEUE_CLUSTER=1), the Galera cluster instead: its
+    crash SIGKILLs the writer node and the proxy fails over (tests/galera.py)."""
+    from tests.galera import GaleraCluster, WriterAsServer, in_cluster_run
     from tests.mariadb_sandbox import SandboxMariaDB, available
 
+    if in_cluster_run():
+        cluster = GaleraCluster()
+        cluster.heal()
+        yield WriterAsServer(cluster)
+        cluster.heal()
+        return
     if not available():
         pytest.skip("mariadbd and mariadb-install-db are needed for the outage tests")
     server = SandboxMariaDB()

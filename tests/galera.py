@@ -515,7 +515,8 @@ class WriterAsServer:
     """The cluster behind the face of a ``tests/mariadb_sandbox.py`` server,
     for the chaos run (``benchmarks/chaos.py``): its crash SIGKILLs the
     writer node, so the proxy moves every client to a backup, and its start
-    brings that node back (it recovers, then rejoins by IST)."""
+    brings that node back, returning once the proxy serves clients again
+    (the node recovers and rejoins by IST meanwhile)."""
 
     def __init__(self, cluster: GaleraCluster) -> None:
         self.cluster = cluster
@@ -529,15 +530,21 @@ class WriterAsServer:
         return self.cluster.execute(sql, args, database)
 
     def stop(self, kill: bool = False) -> None:
+        self.cluster.heal()  # a node still rejoining from the last crash would leave no majority
         self.down = self.cluster.writer()
         if kill:
             self.down.kill()
         else:
             self.down.stop()
 
-    def start(self) -> float:
+    def start(self, timeout: float = 60.0) -> float:
         began = time.monotonic()
-        self.cluster.heal()
+        if self.down is not None:
+            self.down.launch()
+        while self.cluster.writer_name() in (None, getattr(self.down, "name", None)):
+            if time.monotonic() - began > timeout:
+                raise RuntimeError(f"The proxy found no new writer in {timeout}s.")
+            time.sleep(0.05)
         return time.monotonic() - began
 
     def restart(self, kill: bool = False, down_for: float = 0.0) -> float:
