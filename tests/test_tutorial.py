@@ -150,7 +150,8 @@ def test_the_tutorial_works_as_written(tutorial_project):
         client = Client()
         assert client.login(username={ADMIN["username"]!r}, password={ADMIN["password"]!r})
         pages = {{}}
-        for url in ["/admin/", *{urls!r}, "/admin/django_dbqueue/job/1/change/"]:
+        job_pages = ["/admin/django_dbqueue/job/1/change/", "/admin/django_dbqueue/job/2/change/"]
+        for url in ["/admin/", *{urls!r}, *job_pages]:
             response = client.get(url)
             pages[url] = [response.status_code, response.content.decode()]
         print(json.dumps(pages))
@@ -162,15 +163,16 @@ def test_the_tutorial_works_as_written(tutorial_project):
 
     assert "Job queue" in seen["/admin/"] and "/admin/django_dbqueue/job/" in pages["/admin/"][1]
     changelist = pages["/admin/django_dbqueue/job/"][1]
-    row = re.search(r'<tr[^>]*>\s*<td class="action-checkbox">.*?</tr>', changelist, re.S)
-    assert row and len(re.findall(r'class="action-checkbox"', changelist)) == 1, "one job, one row"
+    rows = re.findall(r'<tr[^>]*>\s*<td class="action-checkbox">.*?</tr>', changelist, re.S)
+    assert len(rows) == 2, "the greeting and the long task, one row each"
+    [row] = [row for row in rows if 'value="1"' in row]
     cells = [
         " ".join(re.sub(r"<[^>]+>", "", cell).split())
-        for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row.group(0), re.S)
+        for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)
     ]
-    # id, task path, queue, status and attempts, priority, run after, owner, age
-    assert cells[1:6] == ["1", "greetings.tasks.greet", "default", "SUCCESSFUL 1 / 3", "0"], cells
-    assert cells[7] == "-", cells
+    # id, task path, queue, status and attempts, progress, priority, run after, owner, age
+    assert cells[1:7] == ["1", "greetings.tasks.greet", "default", "SUCCESSFUL 1 / 3", "", "0"], cells
+    assert cells[8] == "-", cells
     assert "Queue dashboard" in seen["/admin/django_dbqueue/job/"]
     assert "/admin/django_dbqueue/job/dashboard/" in changelist
 
@@ -178,6 +180,13 @@ def test_the_tutorial_works_as_written(tutorial_project):
     assert '"Ada"' in job_page and '"Hello, Ada!"' in job_page, job_page
     assert "SUCCESSFUL" in job_page
     assert "default" in seen["/admin/django_dbqueue/job/dashboard/"]
+    assert "Running jobs (0)" in seen["/admin/django_dbqueue/job/dashboard/"]
+
+    # The long task's page: its Progress section, with the checkpoint it saved
+    # (its first one is written at once; the progress bar depends on timing).
+    long_task = pages["/admin/django_dbqueue/job/2/change/"][1]
+    assert re.search(r"<h2[^>]*>\s*Progress\s*</h2>", long_task), "a Progress section"
+    assert "&quot;cursor&quot;: " in long_task and "SUCCESSFUL" in long_task
 
     # The facts the page states about that row are the ones just checked.
     for fact in ("`greetings.tasks.greet`", "`1 / 3`", '`["Ada"]`', '`"Hello, Ada!"`', "*Queue dashboard*"):
