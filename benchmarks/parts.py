@@ -146,3 +146,13 @@ def batch_drain(results: dict, sizes: dict) -> None:
     row = workflows_part.run(sizes["drain_jobs"], 2, sizes["drain_rounds"], sizes["chain_steps"])
     _ran_once(results, row.pop("each_ran_once") and row["chain"]["each_ran_once"])
     results["batch_drain"] = row
+
+
+def cluster(results: dict, sizes: dict) -> None:
+    """The drain on a Galera cluster beside one server (benchmarks/cluster.py)."""
+    import cluster as cluster_bench
+
+    result = cluster_bench.run(sizes["drain_jobs"] // 5, sizes["drain_rounds"], workers=3)
+    _ran_once(results, all(row["each_ran_once"] for row in result["rows"]))
+    results["cluster"] = result
+    cluster_bench.print_rows(result)
