@@ -1,6 +1,7 @@
 """The admin in a real browser (Debian's Chromium via Playwright) against a
 live server on MariaDB. Screenshots land in test-output/screenshots/."""
 
+import base64
 import os
 import re
 import shutil
@@ -122,7 +123,14 @@ def sample_jobs() -> list[Job]:
     Job.objects.create(task_path="demo.tasks.add", args=[2, 3], run_after=now + timedelta(hours=1))
     Job.objects.create(task_path="demo.tasks.add", args=[1, 1], run_after=now - timedelta(seconds=95))
     Job.objects.create(
-        task_path="demo.tasks.sleep", queue_name="slow", args=[30], status="RUNNING", owner="web-1:4242:0"
+        task_path="demo.tasks.sleep",
+        queue_name="slow",
+        args=[30],
+        status="RUNNING",
+        owner="web-1:4242:0",
+        progress=0.42,
+        progress_message="Slept 12.6 of 30 seconds",
+        progress_at=now - timedelta(seconds=1),
     )
     Worker.objects.create(name="web-1:4242:0", host="web-1", pid=4242, queues=["default", "email", "slow"])
     return failed
@@ -314,6 +322,106 @@ def test_staff_who_may_only_view_jobs_see_the_dashboard_without_workers(browser,
     assert "Workers are shown to users who may view workers." in body
     shoot(page, "dashboard-view-only", full_page=False)
     assert page.goto(f"{live_server.url}/admin/django_dbqueue/worker/").status == 403
+
+
+def test_the_dashboards_running_jobs_show_progress_bars_that_fit_a_phone(browser, live_server):
+    User.objects.create_superuser("admin", password="pw")
+    sample_jobs()
+    now = timezone.now()
+    long_message = "Re-indexed catalogue entries for the spring-summer collection " * 3
+    reindex = Job.objects.create(
+        task_path="demo.tasks.a_rather_long_module_name.reindex_the_whole_catalogue",
+        queue_name="notifications-high-priority",
+        status="RUNNING",
+        owner="worker-host-0042.eu-west-1.compute.internal:123456:3",
+        progress=0.875,
+        progress_message=long_message[:255],
+        progress_at=now,
+    )
+    Job.objects.create(
+        task_path="demo.tasks.sleep",
+        status="RUNNING",
+        owner="web-1:4242:0",
+        progress_message="Waiting for the mail server",  # no fraction: an indeterminate bar
+        progress_at=now,
+        cancel_requested_at=now,
+    )
+    context = browser.new_context(viewport={"width": 420, "height": 900})
+    page = context.new_page()
+    page.goto(f"{live_server.url}/admin/login/?next=/admin/django_dbqueue/job/dashboard/")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", "pw")
+    page.click("input[type=submit]")
+    page.wait_for_selector(".dbqueue-running")
+
+    # Each running job is a card; its bar is a progress bar to assistive technology.
+    assert page.locator(".dbqueue-running tbody tr").count() == 3
+    bar = page.get_by_role("progressbar", name=f"Progress of job {reindex.pk}")
+    assert bar.evaluate("e => [e.value, e.max, e.position]") == [87.5, 100, 0.875]
+    assert page.locator(".dbqueue-running progress.dbqueue-bar:indeterminate").count() == 1
+    card = page.locator(".dbqueue-running tbody tr", has=bar)
+    assert "88%" in card.inner_text() and "Re-indexed catalogue entries" in card.inner_text()
+    assert "stopping" in page.inner_text(".dbqueue-running")
+    # Drawn: a visible track with the fill in the running badge's colour,
+    # at least a few ems wide, and nothing beyond the screen's edge.
+    box = bar.bounding_box()
+    assert box["width"] >= 48 and box["x"] + box["width"] <= 420, box
+    filled, track = pixels(page, bar.screenshot(), [0.1, 0.95])
+    assert near(filled, (217, 119, 6)), f"87.5% filled in the running colour: {filled}"
+    assert not near(track, (217, 119, 6)), f"the rest is the track: {track}"
+    sizes = page.evaluate("() => ({page: document.documentElement.scrollWidth, viewport: window.innerWidth})")
+    assert sizes["page"] <= sizes["viewport"] == 420, sizes
+    outside = page.evaluate(
+        "() => [...document.querySelectorAll('.dbqueue-running *')]"
+        ".filter(e => e.getBoundingClientRect().right > window.innerWidth + 0.5)"
+        ".map(e => e.tagName + ' ' + e.textContent.slice(0, 30))"
+    )
+    assert outside == [], outside
+    card.screenshot(path=str(SCREENSHOTS / "dashboard-running-420.png"))
+    shoot(page, "dashboard-running-420-full")
+
+    # Its page, on the same phone: the Progress section, whole and within the screen.
+    card.get_by_role("link", name=f"#{reindex.pk}").click()
+    page.wait_for_selector(".field-progress_bar")
+    section = page.inner_text(".field-progress_bar")
+    assert "88%" in section and "spring-summer" in section and "reported" in section
+    assert page.get_by_role("progressbar").count() == 1
+    shoot(page, "job-running-420")
+    wide = page.evaluate(
+        "() => [...document.querySelectorAll('body *')]"
+        ".filter(e => e.getBoundingClientRect().right > window.innerWidth + 0.5)"
+        ".map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right))"
+    )
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 420, wide
+    context.close()
+
+
+def pixels(page, png: bytes, where: list[float]) -> list[tuple[int, ...]]:
+    """The colours of a screenshot's middle row at fractions of its width,
+    read by the browser itself (a canvas), so no image library is needed."""
+    return [
+        tuple(colour)
+        for colour in page.evaluate(
+            """async ([data, where]) => {
+                const img = new Image();
+                img.src = 'data:image/png;base64,' + data;
+                await img.decode();
+                const canvas = document.createElement('canvas');
+                canvas.width = img.width;
+                canvas.height = img.height;
+                const context = canvas.getContext('2d');
+                context.drawImage(img, 0, 0);
+                const y = Math.floor(img.height / 2);
+                return where.map(f => Array.from(
+                    context.getImageData(Math.floor(img.width * f), y, 1, 1).data.slice(0, 3)));
+            }""",
+            [base64.b64encode(png).decode(), where],
+        )
+    ]
+
+
+def near(colour: tuple[int, ...], expected: tuple[int, int, int]) -> bool:
+    return all(abs(a - b) <= 12 for a, b in zip(colour, expected, strict=True))
 
 
 # A phone; a tablet beside the navigation sidebar; a laptop.

@@ -155,6 +155,8 @@ def has_running_facts(job: Job) -> bool:
 @dataclass(frozen=True)
 class RunningRow:
     job: Job
+    task: SafeString  # wraps at its dots, as in the job list
+    worker: SafeString | str
     progress: SafeString | str
 
 
@@ -163,7 +165,10 @@ def running_jobs(jobs: QuerySet, limit: int = DASHBOARD_RUNNING) -> list[Running
     (the (status, id) index serves it)."""
     shown = ("pk", "task_path", "queue_name", "status", "owner", *PROGRESS_COLUMNS)
     running = jobs.filter(status=Status.RUNNING).order_by("-pk").only(*shown)[:limit]
-    return [RunningRow(job, progress_html(job)) for job in running]
+    return [
+        RunningRow(job, show.breakable(job.task_path), show.breakable(job.owner or "-"), progress_html(job))
+        for job in running
+    ]
 
 
 if TYPE_CHECKING:
