@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from django.db import connections
 
 from ..db import DB_ERRORS, drop_connection, is_outage
+from .signals import main_thread_signals
 
 if TYPE_CHECKING:
     from .loop import Worker
@@ -35,6 +36,7 @@ class HoldWatch(threading.Thread):
         self.done = threading.Event()
 
     def run(self) -> None:
+        main_thread_signals()
         # Checking twice per hold bounds the extra wait at half a hold.
         while not self.done.wait(self.hold / 2):
             try:

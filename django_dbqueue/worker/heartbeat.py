@@ -43,6 +43,7 @@ from ..db import DB_ERRORS, Outage, drop_connection, is_outage, retry_on_conflic
 from ..operations.retention import Pruner
 from .control import RunningControl
 from .shared import SharedState, name_process
+from .signals import main_thread_signals
 
 if TYPE_CHECKING:
     from ..backend import DatabaseBackend
@@ -233,6 +234,7 @@ class HeartbeatThread(threading.Thread):
         self.done = threading.Event()
 
     def run(self) -> None:
+        main_thread_signals()
         self.heartbeat.run(self.done.is_set, self.done.wait)
 
     def stop(self) -> None:

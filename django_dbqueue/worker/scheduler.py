@@ -20,6 +20,7 @@ from ..clock import read_utc
 from ..db import DB_ERRORS, Outage, drop_connection, is_outage, retry_on_conflict
 from ..operations.schedule_runs import enqueue_run, last_runs, prune_runs
 from ..operations.schedules import Schedule
+from .signals import main_thread_signals
 
 if TYPE_CHECKING:
     from ..backend import DatabaseBackend
@@ -79,6 +80,7 @@ class SchedulerThread(threading.Thread):
         self.done = threading.Event()
 
     def run(self) -> None:
+        main_thread_signals()  # it may run in a worker process (signals.py)
         database = self.scheduler.database
         while not self.done.is_set():
             try:

@@ -7,6 +7,9 @@ hears it too; the supervisor passes its own request on through shared
 memory, never as a signal, and that request is *not* counted as a signal
 here. Only a second signal the worker itself receives, or a SIGQUIT, stops
 it at once.
+
+Python runs signal handlers in the main thread only, so every other thread
+of a worker blocks the signals meant for it (:func:`main_thread_signals`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,26 @@ logger = logging.getLogger("django_dbqueue")
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 WATCH_INTERVAL = 0.2
+# What the main thread of a worker must receive itself: the stop signals,
+# the soft time limit's alarm and the soft stop's SIGUSR1 (softstop.py).
+MAIN_THREAD_SIGNALS = frozenset({*STOP_SIGNALS, signal.SIGQUIT, signal.SIGALRM, signal.SIGUSR1})
+
+
+def main_thread_signals() -> None:
+    """Block, in the calling thread (any but the main one), the signals
+    meant for the main thread; every thread a worker starts calls it first.
+
+    A signal sent to a process goes to any of its threads that does not
+    block it. When two arrive together (a stop signal to the process group
+    and the supervisor's SIGQUIT), the kernel gives the second to another
+    thread, which then takes both; the main thread, asleep in a task's
+    ``time.sleep()``, is not even woken, and the Python handlers, which only
+    the main thread runs, wait until it runs Python code again: a second
+    signal did not stop the worker at once (tests/test_processes.py, about
+    1 run in 50). Blocked here, they can only go to the main thread.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        signal.pthread_sigmask(signal.SIG_BLOCK, MAIN_THREAD_SIGNALS)
 
 
 class ForcedStop(BaseException):
@@ -77,6 +100,7 @@ class StopSignals:
         parent = os.getppid()
 
         def watch() -> None:
+            main_thread_signals()
             while not self.watching.wait(WATCH_INTERVAL):
                 if stop_flag.value or os.getppid() != parent:
                     self.on_stop()

@@ -88,7 +88,8 @@ class Supervisor:
         self.heartbeat: Any = None
         self.signals = 0
         self.forced = False
-        self.forced_at: float | None = None  # elapsed clock: when the forced stop was sent
+        self.forced_at: float | None = None  # elapsed clock: when the forced stop was asked
+        self.quit_sent = False
         self.stuck = StuckWatch(self.backend.config, self.state)
         self.started = time.monotonic()
         self.restarts = 0
@@ -106,7 +107,7 @@ class Supervisor:
             while not self._all_exited():
                 time.sleep(TICK)
                 self._kill_stuck()
-                self._kill_forced()
+                self._force_workers()
                 self._reap()
                 self._watch_heartbeat()
                 status.maybe_log()
@@ -139,9 +140,6 @@ class Supervisor:
             return
         self.forced, self.forced_at = True, elapsed()
         logger.warning("%s: stopping the workers at once.", signal.Signals(signum).name)
-        for slot in self.slots:
-            if slot.process is not None and slot.process.is_alive():
-                os.kill(slot.process.pid, signal.SIGQUIT)
 
     def _start_heartbeat(self) -> None:
         connections.close_all()
@@ -212,18 +210,30 @@ class Supervisor:
         finally:
             connections.close_all()  # the next restart forks; hold nothing
 
-    def _kill_forced(self) -> None:
-        """A forced stop that a worker did not obey within HARD_GRACE (a job
-        stuck in C code, a paused worker): kill it. Its jobs come back as a
-        dead worker's do."""
-        if self.forced_at is None or elapsed() < self.forced_at + HARD_GRACE:
+    def _force_workers(self) -> None:
+        """A forced stop: SIGQUIT to every worker, a tick after the signal
+        (not from the handler): a signal sent to the group reached them
+        already, and one that arrives together with another may not wake
+        the thread that must handle it (signals.py). A worker that did not
+        obey within HARD_GRACE (a job stuck in C code, a paused worker) is
+        killed; its jobs come back as a dead worker's do."""
+        if self.forced_at is None:
             return
-        self.forced_at = None  # once
+        since = elapsed() - self.forced_at
+        if not self.quit_sent:
+            self.quit_sent = True
+            self._signal_workers(signal.SIGQUIT)
+        elif since >= HARD_GRACE:
+            self.forced_at = None  # once
+            self._signal_workers(signal.SIGKILL)
+
+    def _signal_workers(self, signum: int) -> None:
         for slot in self.slots:
             if slot.process is not None and slot.process.is_alive():
-                logger.error("Worker process %d did not stop at once; killing it.", slot.process.pid)
-                self.state.slot(slot.index).name = ""
-                os.kill(slot.process.pid, signal.SIGKILL)
+                if signum == signal.SIGKILL:
+                    logger.error("Worker process %d did not stop at once; killing it.", slot.process.pid)
+                    self.state.slot(slot.index).name = ""
+                os.kill(slot.process.pid, signum)
 
     def _reap(self) -> None:
         now = time.monotonic()
