@@ -30,9 +30,10 @@ logger = logging.getLogger("django_dbqueue")
 DB_ERRORS = (OperationalError, InterfaceError)
 # MySQL/MariaDB: ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT. Galera reports a
 # transaction that lost to another node's (certification failure at commit,
-# or aborted by a write set applied from another node) as 1213 too: a
-# conflict to run again, like a deadlock, never an outage or a failed attempt.
-MYSQL_CONFLICTS = {1213, 1205}
+# or aborted by a write set applied from another node) as 1213 too, and
+# MySQL Group Replication its certification failure as 3101: a conflict to
+# run again, like a deadlock, never an outage or a failed attempt.
+MYSQL_CONFLICTS = {1213, 1205, 3101}
 # PostgreSQL: deadlock_detected, serialization_failure, lock_not_available.
 POSTGRES_CONFLICTS = {"40P01", "40001", "55P03"}
 # MySQL/MariaDB client and server codes that mean the connection is gone:
@@ -40,12 +41,14 @@ POSTGRES_CONFLICTS = {"40P01", "40001", "55P03"}
 # server shutting down (1053), connection killed (1927), query interrupted
 # by KILL (1317), disconnected for inactivity (4031).
 MYSQL_DISCONNECTS = {2002, 2003, 2006, 2013, 1053, 1927, 1317, 4031}
-# A Galera node that is not a synced member of the primary component (cut
-# off from the majority, joining, or a node whose peers left): statements
-# fail with 1047 "WSREP has not yet prepared node for application use" and a
-# commit that cannot be replicated with 1180, while the connection still
-# answers pings. An outage: wait for the node, or for the proxy to move on.
-MYSQL_NOT_READY = {1047, 1180}
+# A server that answers pings but takes no writes for now: a Galera node
+# that is not a synced member of the primary component (cut off from the
+# majority, joining, or left alone), whose statements fail with 1047 "WSREP
+# has not yet prepared node for application use" and whose commits with
+# 1180; or a writer made read-only (1290) by a switchover (MaxScale, a
+# Group Replication primary change). An outage: wait for the server, or for
+# the proxy to move on.
+MYSQL_NOT_READY = {1047, 1180, 1290}
 # Codes by which the server refuses a statement itself; the same statement
 # fails again however often it is sent. 1153: bigger than max_allowed_packet
 # (the server also drops the connection, which is why the code is checked
@@ -130,13 +133,22 @@ def is_outage(exc: BaseException, using: str) -> bool:
     if _code(exc) in MYSQL_DISCONNECTS or _code(exc) in MYSQL_NOT_READY:
         return True
     sqlstate = str(getattr(exc.__cause__, "sqlstate", "") or "")
-    if sqlstate.startswith("08") or sqlstate in {"57P01", "57P02", "57P03"}:
-        return True  # PostgreSQL: connection exception, admin shutdown
+    if sqlstate.startswith("08") or sqlstate in {"57P01", "57P02", "57P03", "25006"}:
+        return True  # PostgreSQL: connection exception, admin shutdown, a read-only (standby) server
     # Anything else: ask the connection itself whether it still answers.
     try:
         return not connections[using].is_usable()
     except Exception:
         return True
+
+
+def check_writable(using: str, table: str) -> None:
+    """Raise what the server says to a write, if it takes none: one made
+    read-only answers reads all the same, so an outage over for reads may
+    not be over for writes."""
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {connection.ops.quote_name(table)} SET id = id WHERE 1 = 0")
 
 
 def drop_connection(using: str) -> None:
@@ -260,10 +272,8 @@ def brief(exc: BaseException) -> str:
 def lock_if_serialised(using: str, table: str) -> None:
     """SQLite has no row locks or SKIP LOCKED. A no-op write takes its single
     write lock first, so concurrent claims queue up instead of sharing rows."""
-    connection = connections[using]
-    if not connection.features.has_select_for_update:
-        with connection.cursor() as cursor:
-            cursor.execute(f"UPDATE {connection.ops.quote_name(table)} SET id = id WHERE 1 = 0")
+    if not connections[using].features.has_select_for_update:
+        check_writable(using, table)  # the same no-op write
 
 
 # -- SQL --------------------------------------------------------------------------------

@@ -40,7 +40,9 @@ class Drain:
     """``runqueue`` on jobs of plain ``record`` and ``record_atomic`` tasks,
     watched through a connection that reopens when the database moves."""
 
-    def __init__(self, cluster: GaleraCluster, plain: int, atomic: int, log, env: dict[str, str]) -> None:
+    def __init__(
+        self, cluster: GaleraCluster, plain: int, atomic: int, log, env: dict[str, str], **worker_env: str
+    ) -> None:
         self.cluster, self.jobs = cluster, plain + atomic
         prepare(cluster, plain, env)
         rows = [("demo.tasks.record_atomic", json.dumps([f"atomic-{i}"])) for i in range(atomic)]
@@ -48,7 +50,7 @@ class Drain:
         with conn.cursor() as cursor:
             cursor.executemany("INSERT INTO django_dbqueue_job (task_path, args) VALUES (%s, %s)", rows)
         conn.close()
-        self.runqueue = Runqueue(["--processes", str(WORKERS)], log, env)
+        self.runqueue = Runqueue(["--processes", str(WORKERS)], log, {**env, **worker_env})
 
     def one(self, sql: str) -> int:
         for _ in range(200):  # through a failover: the proxy answers again within seconds
@@ -181,33 +183,47 @@ def test_a_node_that_leaves_and_rejoins_is_an_outage_only_for_its_own_workers(cl
     assert_nodes_agree(cluster)
 
 
-def test_workers_on_a_node_that_stops_serving_wait_for_it_as_for_an_outage(cluster, tmp_path):
-    """A node told to reject queries answers pings but fails every statement
-    with 1047, as one cut off from the majority does: an outage for the
-    workers on it (before, they took it for a broken statement and died),
-    and the proxy's check takes it out too."""
+# What makes a node stop taking writes while it answers pings, how to undo
+# it, and the error its clients then get.
+STOPS_SERVING = {
+    # As a node cut off from the majority does; the proxy's check takes it out too.
+    "not ready": ("SET GLOBAL wsrep_reject_queries = ALL", "SET GLOBAL wsrep_reject_queries = NONE", "1047"),
+    # As a writer demoted by a switchover (MaxScale, a Group Replication primary change).
+    "read-only": ("SET GLOBAL read_only = ON", "SET GLOBAL read_only = OFF", "1290"),
+}
+
+
+@pytest.mark.parametrize("how", sorted(STOPS_SERVING))
+def test_workers_on_a_node_that_stops_serving_wait_for_it_as_for_an_outage(cluster, tmp_path, how):
+    """An outage for the workers on that node: they wait, and finish every
+    job once when it serves again. (They used to take the error for a
+    statement of theirs the server refused, and die, or fail the job.)"""
+    stop, resume, code = STOPS_SERVING[how]
     env = environment(cluster, 60)
     node = cluster.nodes[2]
-    drain = Drain(
-        cluster,
-        plain=1500,
-        atomic=0,
-        log=tmp_path / "runqueue.log",
-        env={**env, "DBQUEUE_DB_PORT": str(node.port)},
-    )
+    # read_only binds users without the READ ONLY ADMIN privilege, as an application's are.
+    cluster.execute("CREATE USER IF NOT EXISTS 'dbq_worker'@'127.0.0.1' IDENTIFIED BY 'worker'")
+    cluster.execute(f"GRANT ALL PRIVILEGES ON {DATABASE}.* TO 'dbq_worker'@'127.0.0.1'")
+    worker = {
+        "DBQUEUE_DB_PORT": str(node.port),
+        "DBQUEUE_DB_USER": "dbq_worker",
+        "DBQUEUE_DB_PASSWORD": "worker",
+    }
+    drain = Drain(cluster, plain=1500, atomic=0, log=tmp_path / "runqueue.log", env=env, **worker)
     try:
         drain.wait_finished(300)
-        node.execute("SET GLOBAL wsrep_reject_queries = ALL")
+        node.execute(stop)
         try:
-            wait_for(lambda: cluster.proxy_view().get(node.name) == "DOWN", timeout=10)
-            wait_for(lambda: "WSREP has not yet prepared node" in drain.runqueue.output(), timeout=30)
+            if how == "not ready":
+                wait_for(lambda: cluster.proxy_view().get(node.name) == "DOWN", timeout=10)
+            wait_for(lambda: "lost the database connection" in drain.runqueue.output(), timeout=30)
             time.sleep(2)
         finally:
-            node.execute("SET GLOBAL wsrep_reject_queries = NONE")
+            node.execute(resume)
         drain.wait_finished(drain.jobs, timeout=120)
     finally:
         log = drain.stop()
 
     assert drain.lost() == 0 and drain.duplicates("chaos-") == 0
     assert_rode_it_out(log)
-    assert "1047" in "\n".join(line for line in log.splitlines() if "lost the database connection" in line)
+    assert code in "\n".join(line for line in log.splitlines() if "lost the database connection" in line)

@@ -9,7 +9,7 @@ from django.db import OperationalError, connection
 from django_dbqueue.admin.paginator import explained_rows
 from django_dbqueue.checks import binlog_warning
 from django_dbqueue.clock import read_database_now
-from django_dbqueue.db import MYSQL_DISCONNECTS, is_outage
+from django_dbqueue.db import MYSQL_DISCONNECTS, is_conflict, is_outage
 from django_dbqueue.worker.heartbeat import server_uptime
 
 needs_mysql_protocol = pytest.mark.skipif(
@@ -37,6 +37,32 @@ def test_explain_rows_as_mysql_and_mariadb_give_them(first, rows):
 )
 def test_each_servers_own_disconnect_code_is_an_outage(code, server):
     assert code in MYSQL_DISCONNECTS, server
+    assert is_outage(OperationalError(code, server), "default")
+
+
+@pytest.mark.parametrize(
+    ("code", "server"),
+    [
+        (1213, "MariaDB Galera: certification failure, or aborted by another node's write"),
+        (3101, "MySQL Group Replication: certification failure at commit"),
+    ],
+)
+def test_each_clusters_certification_failure_is_a_conflict_to_retry_not_an_outage(code, server):
+    # Galera's on a real cluster: tests/test_cluster_multiwriter.py.
+    assert is_conflict(OperationalError(code, server))
+    assert not is_outage(OperationalError(code, server), "default")
+
+
+@pytest.mark.parametrize(
+    ("code", "server"),
+    [
+        (1047, "MariaDB Galera: WSREP has not yet prepared node for application use"),
+        (1180, "MariaDB Galera: a commit outside the primary component"),
+        (1290, "MySQL and MariaDB: read-only, as a writer demoted by a switchover is"),
+    ],
+)
+def test_a_server_that_takes_no_writes_for_now_is_an_outage(code, server):
+    # 1047 and 1290 on a real cluster: tests/test_cluster_failover.py.
     assert is_outage(OperationalError(code, server), "default")
 
 

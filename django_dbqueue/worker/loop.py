@@ -23,7 +23,7 @@ from django.template.defaultfilters import pluralize
 
 from ..claiming import LimitedClaims, claim_from_queues
 from ..clock import elapsed
-from ..db import DB_ERRORS, Outage, drop_connection, is_outage, nothing_if_lost
+from ..db import DB_ERRORS, Outage, check_writable, drop_connection, is_outage, nothing_if_lost
 from ..operations.pausing import PauseCache
 from .execution import JobRunner
 from .giveback import HoldWatch
@@ -318,6 +318,8 @@ class Worker:
         """Wait for the database to come back, then give back whatever this
         worker holds but has not started: a claim whose commit reached the
         server but whose reply did not, or a release that never arrived."""
+        from ..models import Job
+
         while True:
             drop_connection(self.database)
             self.wake.wait(self.outage.lost(exc))
@@ -330,6 +332,8 @@ class Worker:
                 return
             try:
                 self._give_back_orphans()
+                # A server made read-only answers the reads above: back means back for writes.
+                check_writable(self.database, Job._meta.db_table)
             except DB_ERRORS as again:
                 if not is_outage(again, self.database):
                     raise
