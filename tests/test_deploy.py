@@ -17,6 +17,9 @@ import pytest
 from demo import tasks
 from demo.models import Execution
 from django_dbqueue.models import Job
+from django_dbqueue.options import QueueOptions
+from django_dbqueue.worker.stuck import stop_grace
+from django_dbqueue.worker.timeouts import HARD_GRACE
 from tests.conftest import ROOT, once_on_mariadb, subprocess_env, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,6 +52,11 @@ def expand(command: str, instance: str, env: dict[str, str]) -> list[str]:
     return words
 
 
+def unit_environment(unit: dict[str, str]) -> dict[str, str]:
+    """The unit's own Environment= assignments."""
+    return dict(word.split("=", 1) for word in shlex.split(unit["Environment"]))
+
+
 def here(argv: list[str]) -> list[str]:
     """The unit's /srv/mysite paths as this checkout's."""
     python = f"{APP}/.venv/bin/python"
@@ -69,15 +77,20 @@ def test_the_unit_stops_gracefully_when_systemd_stops_it(tmp_path):
     assert unit["Restart"] == "always" and unit["SendSIGKILL"] == "yes"
     timeout = float(unit["TimeoutStopSec"])
     conf = {"QUEUE_ARGS": "--queue slow --processes 2"}  # /etc/dbqueue/slow.conf
-    argv = here(expand(unit["ExecStart"], "slow", conf))
+    argv = here(expand(unit["ExecStart"], "slow", {**unit_environment(unit), **conf}))
     assert argv[1:] == [
         str(ROOT / "testproject" / "manage.py"),
         "runqueue",
+        "--stop-timeout",
+        "60",
         "--queue",
         "slow",
         "--processes",
         "2",
     ]
+    # systemd's SIGKILL comes after every runqueue gave its jobs back: past the
+    # stop timeout, a job's grace to reach a checkpoint, and the supervisor's kill.
+    assert timeout > 60 + stop_grace(QueueOptions()) + HARD_GRACE + 10
 
     log = (tmp_path / "unit.log").open("wb")
     proc = subprocess.Popen(
@@ -180,6 +193,9 @@ def test_the_container_entrypoint_execs_runqueue_which_stops_on_sigterm_to_pid_1
         wait_for(lambda: Execution.objects.filter(key="in hand").exists())
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
         assert b"runqueue" in cmdline, "exec: runqueue itself is the container's main process"
+        # Within Kubernetes' default grace of 30 s: 15 s, 5 to reach a checkpoint, 5 to kill.
+        assert cmdline[cmdline.index(b"--stop-timeout") + 1] == b"15"
+        assert 15 + stop_grace(QueueOptions()) + HARD_GRACE < 30
         proc.send_signal(signal.SIGTERM)  # docker stop: to the main process only
         code = proc.wait(30)
     finally:
