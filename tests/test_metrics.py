@@ -1,5 +1,6 @@
 """Prometheus metrics from `runqueue --metrics-port` and the Django view."""
 
+import os
 import signal
 import socket
 import urllib.request
@@ -8,10 +9,10 @@ from datetime import timedelta
 import pytest
 from django.core.management import CommandError, call_command
 
-from demo import tasks
+from demo import progress_tasks, tasks
 from django_dbqueue.clock import read_database_now
 from django_dbqueue.models import Job, PausedQueue, Worker
-from tests.conftest import wait_for
+from tests.conftest import once_on_mariadb, wait_for
 
 prometheus = pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
@@ -75,6 +76,35 @@ def test_runqueue_serves_queue_and_process_metrics_summed_over_its_workers(runqu
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0
     assert f"Serving Prometheus metrics on 127.0.0.1:{port}/metrics." in worker.output()
+
+
+@once_on_mariadb("test_pending_cancel_requests_are_counted_per_queue_until_honoured counts the requests")
+def test_a_running_job_cancelled_shows_in_the_pending_gauge_then_in_the_cancelled_counter(runqueue):
+    port = free_port()
+    worker = runqueue("--queue", "default", "--metrics-port", str(port), "--metrics-addr", "127.0.0.1")
+    result = progress_tasks.counts_until_stopped.enqueue(60)
+    # Its progress, written by the heartbeat, is read from this other process.
+    wait_for(lambda: (result.refresh(), result.progress)[1])
+    assert result.status == "RUNNING" and result.progress_message.startswith("step ")
+
+    # Paused, the worker cannot honour the request before the scrape.
+    [process] = Worker.objects.values_list("pid", flat=True)
+    os.kill(process, signal.SIGSTOP)
+    try:
+        assert Job.objects.filter(pk=result.id).cancel() == 1
+        pending = ("dbqueue_cancel_requests_pending", (("queue", "default"),))
+        assert scrape(port)[pending] == 1, "asked, not yet stopped"
+    finally:
+        os.kill(process, signal.SIGCONT)
+    wait_for(lambda: Job.objects.get(pk=result.id).status == "CANCELLED")
+
+    m = scrape(port)
+    assert m[pending] == 0
+    assert m[("dbqueue_worker_jobs_cancelled_total", ())] == 1
+    assert m[("dbqueue_worker_jobs_interrupted_total", ())] == 0
+    assert m[("dbqueue_jobs_processed_total", ())] == 1
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
 
 
 def test_the_django_view_serves_the_queue_metrics(client):
