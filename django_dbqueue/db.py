@@ -41,13 +41,11 @@ POSTGRES_CONFLICTS = {"40P01", "40001", "55P03"}
 # server shutting down (1053), connection killed (1927), query interrupted
 # by KILL (1317), disconnected for inactivity (4031).
 MYSQL_DISCONNECTS = {2002, 2003, 2006, 2013, 1053, 1927, 1317, 4031}
-# A server that answers pings but takes no writes for now: a Galera node
-# that is not a synced member of the primary component (cut off from the
-# majority, joining, or left alone), whose statements fail with 1047 "WSREP
-# has not yet prepared node for application use" and whose commits with
-# 1180; or a writer made read-only (1290) by a switchover (MaxScale, a
-# Group Replication primary change). An outage: wait for the server, or for
-# the proxy to move on.
+# Servers that answer pings but take no writes for now, an outage (wait for
+# the server, or for the proxy to move on): a Galera node outside the
+# primary component (cut off, joining, left alone) fails statements with
+# 1047 "WSREP has not yet prepared node" and commits with 1180; a writer
+# made read-only by a switchover (MaxScale, Group Replication) with 1290.
 MYSQL_NOT_READY = {1047, 1180, 1290}
 # Codes by which the server refuses a statement itself; the same statement
 # fails again however often it is sent. 1153: bigger than max_allowed_packet
@@ -130,16 +128,21 @@ def is_outage(exc: BaseException, using: str) -> bool:
         return True
     if not isinstance(exc, OperationalError) or is_conflict(exc):
         return False
-    if _code(exc) in MYSQL_DISCONNECTS or _code(exc) in MYSQL_NOT_READY:
+    if _code(exc) in MYSQL_DISCONNECTS or not_ready(exc):
         return True
     sqlstate = str(getattr(exc.__cause__, "sqlstate", "") or "")
-    if sqlstate.startswith("08") or sqlstate in {"57P01", "57P02", "57P03", "25006"}:
-        return True  # PostgreSQL: connection exception, admin shutdown, a read-only (standby) server
+    if sqlstate.startswith("08") or sqlstate in {"57P01", "57P02", "57P03"}:
+        return True  # PostgreSQL: connection exception, admin shutdown
     # Anything else: ask the connection itself whether it still answers.
     try:
         return not connections[using].is_usable()
     except Exception:
         return True
+
+
+def not_ready(exc: BaseException) -> bool:
+    """Whether the server answers but takes no writes for now (see MYSQL_NOT_READY)."""
+    return _code(exc) in MYSQL_NOT_READY
 
 
 def check_writable(using: str, table: str) -> None:
@@ -243,7 +246,7 @@ def persist(
             if outage is None or not is_outage(exc, using):
                 raise
             # A node that says it is not ready answers pings all the same.
-            if _code(exc) not in MYSQL_NOT_READY and server_answers(using):
+            if not not_ready(exc) and server_answers(using):
                 dropped_while_up += 1
                 if dropped_while_up >= REFUSED_AFTER:
                     raise StatementRefused(
