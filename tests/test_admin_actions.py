@@ -303,6 +303,14 @@ def test_a_big_selection_is_changed_and_logged_chunk_by_chunk(operator, monkeypa
     from django_dbqueue.admin import actions
 
     monkeypatch.setattr(actions, "CHUNK", 4)
+    sizes = []
+    whole = actions.change_locked
+
+    def change_locked(rows, ids, change):
+        sizes.append(len(ids))
+        return whole(rows, ids, change)
+
+    monkeypatch.setattr(actions, "change_locked", change_locked)
     Job.objects.bulk_create([Job(task_path="demo.tasks.add", status="FAILED") for _ in range(10)])
     job()
 
@@ -318,3 +326,4 @@ def test_a_big_selection_is_changed_and_logged_chunk_by_chunk(operator, monkeypa
     ]
     assert Job.objects.filter(status="READY").count() == 11
     assert LogEntry.objects.count() == 10
+    assert sizes == [4, 4, 3], "each chunk locked and changed in its own transaction"

@@ -2,6 +2,7 @@
 
 jobs.py        the Job changelist and job page (JobAdmin)
 actions.py     requeue, cancel, run now and delete, as list actions and page buttons
+changes.py     what requeue, cancel and run now do, applied chunk by chunk with rows locked
 batches.py     the batches (workflows): their list, progress and page
 batch_actions.py  cancel a batch and retry its failed jobs, as list actions and page buttons
 workflow.py    a job's parents and dependants, and the workflow pictures
