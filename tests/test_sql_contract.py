@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 DOC = Path(__file__).resolve().parent.parent / "docs" / "sql-contract.md"
 TABLE = "django_dbqueue_job"
 
-# Contract version 1: (type, nullable, default) of each column the contract
+# The contract (version 3): (type, nullable, default) of each column it
 # names, as information_schema reports them. None: no default; MariaDB
 # reports an explicit DEFAULT NULL as the text 'NULL'.
 MARIADB = {
@@ -39,6 +39,12 @@ MARIADB = {
     "finished_at": ("datetime(6)", "YES", "NULL"),
     "return_value": ("longtext", "YES", "NULL"),
     "errors": ("longtext", "NO", "'[]'"),
+    # Version 3: a producer may set the first, and read the others.
+    "cancel_requested_at": ("datetime(6)", "YES", "NULL"),
+    "progress": ("double", "YES", "NULL"),
+    "progress_message": ("varchar(255)", "NO", "''"),
+    "progress_at": ("datetime(6)", "YES", "NULL"),
+    "interruptions": ("int(10) unsigned", "NO", "0"),
 }
 POSTGRES = {
     "id": ("bigint", "NO", None),
@@ -56,6 +62,11 @@ POSTGRES = {
     "finished_at": ("timestamp with time zone", "YES", None),
     "return_value": ("jsonb", "YES", None),
     "errors": ("jsonb", "NO", "'[]'::jsonb"),
+    "cancel_requested_at": ("timestamp with time zone", "YES", None),
+    "progress": ("double precision", "YES", None),
+    "progress_message": ("character varying(255)", "NO", "''::character varying"),
+    "progress_at": ("timestamp with time zone", "YES", None),
+    "interruptions": ("integer", "NO", "0"),
 }
 # The procedure's parameters, in order (MariaDB/MySQL).
 PARAMETERS = [
