@@ -137,7 +137,7 @@ def test_a_task_stuck_in_c_is_killed_with_its_worker_and_recorded_cancelled(runq
     # Its replacement serves the queue.
     after = tasks.sleep.enqueue(0.01, key="after").id
     reaches(after, "SUCCESSFUL", timeout=30)
-    stop(workers)
+    assert re.search(r"Done: processed 2 jobs \(0 failed, 1 cancelled\)", stop(workers))
     print(f"cancel, a task holding the GIL in C: CANCELLED {took:.2f}s after the request")
 
 
@@ -307,5 +307,6 @@ def test_a_deploy_kills_a_job_stuck_in_c_past_the_stop_timeout_and_gives_it_back
     given_back = job(pk)
     assert (given_back.status, given_back.attempts, given_back.interruptions) == ("READY", 0, 1)
     assert f"Worker process {victim} is still running job {pk}" in workers.output()
+    assert "Done: processed 1 job (0 failed, 1 interrupted)" in workers.output()
     Job.objects.filter(pk=pk).cancel()  # it would only get stuck again
     print(f"deploy, a job stuck in C: runqueue exited 0 {stopped_in:.2f}s after SIGTERM, the job back READY")

@@ -99,14 +99,15 @@ class StuckWatch:
         return max(self.stop_deadline, slot.stop_deadline)
 
 
-def record_killed(database: str, overdue: Overdue) -> None:
+def record_killed(database: str, overdue: Overdue) -> bool:
     """Write the outcome the killed worker could not: its cancelled job
-    CANCELLED, its interrupted job back READY, attempt unspent. (A job past
-    its timeout comes back as any dead worker's does, after its lease.)"""
+    CANCELLED, its interrupted job back READY, attempt unspent; whether the
+    worker still held it. (A job past its timeout comes back as any dead
+    worker's does, after its lease.)"""
     from ..models import Job
 
     if overdue.why == "timeout" or not overdue.job_id or not overdue.owner:
-        return
+        return False
     jobs = Job.objects.using(database)
     if overdue.why == "cancel":
         done = jobs.cancel_running(overdue.owner, overdue.job_id, _cancelled_entry(database, overdue))
@@ -116,6 +117,7 @@ def record_killed(database: str, overdue: Overdue) -> None:
         outcome = "given back to the queue, its attempt unspent"
     if done:
         logger.warning("Job %d of the killed worker %s: %s.", overdue.job_id, overdue.owner, outcome)
+    return done
 
 
 def _cancelled_entry(database: str, overdue: Overdue) -> dict[str, str]:

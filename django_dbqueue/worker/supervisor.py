@@ -199,7 +199,10 @@ class Supervisor:
             return  # never write for a worker that may still write itself
         slot.killed = overdue.why != "timeout"
         try:
-            record_killed(self.backend.database, overdue)
+            if record_killed(self.backend.database, overdue):
+                # Counted as the worker would have: the slot has no other writer now.
+                shared.count(failed=False)
+                shared.count_control(cancelled=overdue.why == "cancel", interrupted=overdue.why == "stop")
         except DB_ERRORS as exc:
             logger.warning(
                 "Could not record job %d of the killed worker (%s); it returns to the queue when its "
