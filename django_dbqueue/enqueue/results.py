@@ -50,13 +50,21 @@ class StoredTaskError(TaskError):
 IDENTITY = frozenset({"task", "id", "args", "kwargs", "backend"})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# JobResult's own fields, and their defaults.
+RUNNING_FIELDS = {"progress": None, "progress_message": "", "progress_at": None, "cancel_requested_at": None}
+
+
+# init=False: TaskResult's own __init__, and each of these fields a class
+# attribute until a row sets it. A job that reports nothing, as most do,
+# costs nothing more than a TaskResult (the worker makes two per job).
+@dataclass(frozen=True, kw_only=True, init=False)
 class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time; the stubs say otherwise
     """Django's TaskResult, with what a running job reports: ``progress``
     (0.0 to 1.0, None until the task reports one), ``progress_message``,
     ``progress_at`` (when the worker last wrote them, by the database's
     clock) and ``cancel_requested_at`` (None unless a cancel was asked for).
-    ``refresh()`` reads them again with the rest."""
+    ``refresh()`` reads them again with the rest. Made by ``to_result()``
+    from a row, not by hand: it takes TaskResult's arguments only."""
 
     progress: float | None = None
     progress_message: str = ""
@@ -71,8 +79,7 @@ class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time; the st
 
     def _take(self, fresh: TaskResult) -> None:
         # Not super().refresh(): it would read the row once for Django's
-        # fields and once more for ours. (Nor super() at all: a slots
-        # dataclass is a new class, which a bare super() does not know.)
+        # fields and once more for ours.
         for name in (f.name for f in dataclasses.fields(self)):
             if name not in IDENTITY:
                 object.__setattr__(self, name, getattr(fresh, name, getattr(self, name)))
@@ -132,9 +139,6 @@ class ResultView:
                 errors.append(
                     StoredTaskError(exception_class_path=JOB_CANCELLED, traceback=CANCELLED_TRACEBACK)
                 )
-        # vars(): a worker's claim may leave these columns unread (deferred),
-        # and reading one then would cost a query per job.
-        row = vars(job)
         result = JobResult(
             task=self._task_as_stored(task, job),
             id=str(job.pk),
@@ -148,12 +152,15 @@ class ResultView:
             backend=self.alias,
             errors=errors,
             worker_ids=[str(worker) for worker in as_list(job.worker_ids)],
-            progress=row.get("progress"),
-            progress_message=row.get("progress_message") or "",
-            progress_at=row.get("progress_at"),
-            cancel_requested_at=row.get("cancel_requested_at"),
         )
         object.__setattr__(result, "_return_value", job.return_value)
+        # vars(): a worker's claim may leave these columns unread (deferred),
+        # and reading one then would cost a query per job.
+        row = vars(job)
+        for name, default in RUNNING_FIELDS.items():
+            value = row.get(name, default)
+            if value != default and value is not None:
+                object.__setattr__(result, name, value)
         return result
 
     def _task_as_stored(self, task: Task, job: Any) -> Task:
