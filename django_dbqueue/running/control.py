@@ -26,7 +26,23 @@ class JobControl:
     Written by the worker's threads: ``stopping`` (JobCancelled or
     JobInterrupted) when the worker decided to stop the task itself,
     ``coroutine`` (the event loop and task of an ``async def`` job) so that
-    the worker can cancel it, ``lease_lost`` when a write found the job gone."""
+    the worker can cancel it, ``lease_lost`` when a write found the job gone.
+    ``begin()`` and ``end()`` run for every job: they stay a few stores."""
+
+    __slots__ = (
+        "atomic",
+        "base_depth",
+        "coroutine",
+        "database",
+        "in_task",
+        "interval",
+        "job",
+        "lease_lost",
+        "owner",
+        "slot",
+        "stopping",
+        "task",
+    )
 
     def __init__(self, owner: str, database: str, slot: Slot | None, interval: float) -> None:
         self.owner, self.database, self.slot, self.interval = owner, database, slot, interval
@@ -43,16 +59,18 @@ class JobControl:
         self.lease_lost = False
 
     def begin(self, job: Job) -> None:
-        self.job, self.task, self.atomic = job, None, False
-        self.stopping, self.lease_lost = None, False
+        self.job = job
         if self.slot is not None:
             self.slot.job_id = job.pk
 
     def end(self) -> None:
-        self.job = self.task = None
-        self.in_task = False
         if self.slot is not None:
             self.slot.job_id = 0
+        self.job = None
+        # What only a job that used or met control set (rare) is reset here.
+        if self.task is not None or self.stopping is not None or self.lease_lost or self.atomic:
+            self.task = self.stopping = None
+            self.lease_lost = self.atomic = False
 
     def running(self) -> RunningJob | None:
         if self.task is None and self.job is not None:
