@@ -72,9 +72,12 @@ class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time; the st
     cancel_requested_at: datetime | None = None
 
     def refresh(self) -> None:
+        """Read the job's row again: its status, times, errors and return
+        value, and its progress and cancel request, in one query."""
         self._take(self.task.get_backend().get_result(self.id))
 
     async def arefresh(self) -> None:
+        """``refresh()`` for async code."""
         self._take(await self.task.get_backend().aget_result(self.id))
 
     def _take(self, fresh: TaskResult) -> None:
