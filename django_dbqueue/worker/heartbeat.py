@@ -39,7 +39,7 @@ from django.db import connections
 from django.template.defaultfilters import pluralize
 
 from ..clock import DbNow, elapsed
-from ..db import DB_ERRORS, Outage, drop_connection, is_outage, retry_on_conflict
+from ..db import DB_ERRORS, Outage, drop_connection, is_conflict, is_outage, retry_on_conflict
 from ..operations.retention import Pruner
 from .control import RunningControl
 from .shared import SharedState, name_process
@@ -96,7 +96,11 @@ class Heartbeat:
                 self.failing = False
             except DB_ERRORS as exc:
                 delay = self.interval
-                if not is_outage(exc, self.database):
+                if is_conflict(exc):
+                    # Lost to another transaction (on Galera, another node's write): beat again soon.
+                    logger.debug("The heartbeat lost a lock conflict or certification failure (%s).", exc)
+                    delay = 0.1
+                elif not is_outage(exc, self.database):
                     logger.exception("The heartbeat failed; it will try again.")
                 else:
                     delay = min(delay, self.outage.lost(exc))
