@@ -157,3 +157,42 @@ with override_settings(TASKS=CONTROL_TASKS):
             time.sleep(0.01)
         job.checkpoint("second", save=True)
         return "saved"
+
+    @task(atomic=True, max_attempts=2)
+    def atomic_steps(key: str) -> str:
+        """An atomic task: its checkpoints are never written (they would
+        commit or roll back with its work), so a retry starts over."""
+        job = current_job()
+        assert job is not None
+        ran(f"{key}-attempt-{job.attempt}-cursor-{job.cursor}")
+        job.progress(0.5, "half, from inside the transaction")
+        job.checkpoint("inside", save=True)
+        if job.attempt == 1:
+            raise RuntimeError("the first attempt rolls back")
+        return "atomic"
+
+    @task(max_attempts=2)
+    async def async_steps(key: str) -> str:
+        """Steps and checkpoints from a coroutine; the first attempt fails
+        after step one and half of step two."""
+        job = current_job()
+        assert job is not None
+        try:
+            job.checkpoint("sync, in an event loop")
+        except RuntimeError as exc:
+            said = "an async task may not do from its event loop: use `await job.acheckpoint(...)`"
+            await sync_to_async(ran)(f"{key}-refused" if said in str(exc) else f"{key}-refused-unsaid")
+        await job.astep("one", _async_one, key)
+        return await job.astep("two", _async_two, key)
+
+    async def _async_one(step, key: str) -> None:  # noqa: ANN001
+        await sync_to_async(ran)(f"{key}-one")
+
+    async def _async_two(step, key: str) -> str:  # noqa: ANN001
+        job = current_job()
+        assert job is not None
+        await sync_to_async(ran)(f"{key}-two-from-{step.cursor}")
+        await step.aadvance("half way", save=True)
+        if job.attempt == 1:
+            raise RuntimeError("fails half way through step two")
+        return "async done"

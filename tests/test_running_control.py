@@ -266,6 +266,51 @@ def test_a_checkpoint_taken_inside_a_transaction_that_rolled_back_is_not_resumed
     assert executed("tx-resumed-from-outside") and not executed("tx-rolled-back")
 
 
+def test_an_atomic_tasks_checkpoints_roll_back_with_it_and_its_progress_is_reported():
+    result = rt.atomic_steps.enqueue("atomic")
+
+    drain()
+
+    job = Job.objects.get(pk=result.id)
+    assert (job.status, job.return_value, job.attempts) == ("SUCCESSFUL", "atomic", 2), job.errors
+    assert executed("atomic-attempt-2-cursor-None"), "the retry starts where the job stood before"
+    assert not executed("atomic-attempt-1-cursor-None"), "the first attempt's writes rolled back"
+    assert job.checkpoint is None, "never written inside the transaction (it would lock the row)"
+
+
+def test_an_async_task_saves_steps_and_checkpoints_and_its_retry_resumes():
+    result = rt.async_steps.enqueue("async")
+
+    drain()
+
+    job = Job.objects.get(pk=result.id)
+    assert (job.status, job.return_value, job.attempts) == ("SUCCESSFUL", "async done", 2), job.errors
+    keys = list(Execution.objects.order_by("pk").values_list("key", flat=True))
+    assert keys == [
+        "async-refused",  # checkpoint() in a coroutine says to await acheckpoint()
+        "async-one",
+        "async-two-from-None",
+        "async-refused",
+        "async-two-from-half way",  # step one is not run again
+    ]
+
+
+@override_settings(TASKS=with_options(STOP_TIMEOUT=0.2, CANCEL_GRACE_SECONDS=60))
+def test_a_stopping_worker_interrupts_an_async_task_at_its_stop_timeout():
+    result = rt.waits.enqueue("async-deploy")
+
+    def deploy() -> None:
+        wait_for(lambda: executed("async-deploy"))
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
+        assert stops_running(result.id) < 3
+
+    run_worker(deploy)
+
+    job = Job.objects.get(pk=result.id)
+    assert (job.status, job.attempts, job.interruptions) == ("READY", 0, 1), job.errors
+    assert executed("async-deploy-cancelled")
+
+
 def test_writes_about_a_running_job_are_refused_to_a_worker_that_lost_it():
     rt.checks.enqueue("held")
     (job,) = Job.objects.claim("w1", limit=1)

@@ -53,6 +53,7 @@ class SoftStopWatch(threading.Thread):
         self.control, self.grace = control, grace
         self.done = threading.Event()
         self.previous: Any = None
+        self.installed = False  # its SIGUSR1 handler (only from the main thread)
         self.signalled = 0  # the job this watch last signalled
 
     def start(self) -> None:
@@ -60,14 +61,15 @@ class SoftStopWatch(threading.Thread):
         # run in another thread keeps the coroutine cancel and the checks.
         if threading.current_thread() is threading.main_thread():
             self.previous = signal.signal(SOFT_STOP, self._on_signal)
+            self.installed = True
         super().start()
 
     def stop(self) -> None:
         self.done.set()
         self.join(timeout=10)
-        if self.previous is not None:
-            signal.signal(SOFT_STOP, self.previous)
-            self.previous = None
+        if self.installed:
+            signal.signal(SOFT_STOP, self.previous if self.previous is not None else signal.SIG_DFL)
+            self.installed = False
 
     def run(self) -> None:
         while not self.done.wait(WATCH_INTERVAL):
@@ -99,7 +101,7 @@ class SoftStopWatch(threading.Thread):
                 control.stopping = kind
                 _cancel(*coroutine)
             return
-        if grace_over and self.signalled != job_id and self.previous is not None:
+        if grace_over and self.signalled != job_id and self.installed:
             control.stopping = kind
             self.signalled = job_id
             os.kill(os.getpid(), SOFT_STOP)
