@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import threading
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from typing import Any
 from ..clock import elapsed
 from ..exceptions import JobCancelled, JobInterrupted
 from ..running.control import JobControl
+from .signals import main_thread_signals
 
 logger = logging.getLogger("django_dbqueue")
 
@@ -72,6 +72,7 @@ class SoftStopWatch(threading.Thread):
             self.installed = False
 
     def run(self) -> None:
+        main_thread_signals()  # or two signals at once may never wake the task (signals.py)
         while not self.done.wait(WATCH_INTERVAL):
             try:
                 self.check()
@@ -104,7 +105,8 @@ class SoftStopWatch(threading.Thread):
         if grace_over and self.signalled != job_id and self.installed:
             control.stopping = kind
             self.signalled = job_id
-            os.kill(os.getpid(), SOFT_STOP)
+            # To the main thread itself: a signal to the process may go to another thread.
+            signal.pthread_kill(threading.main_thread().ident or 0, SOFT_STOP)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         # Only while the task runs, and only for the job the watch meant: the
