@@ -12,6 +12,7 @@ from django.test import override_settings
 
 from demo.models import Execution
 from django_dbqueue import current_job
+from django_dbqueue.exceptions import JobCancelled, JobInterrupted
 from django_dbqueue.tasks_api import task
 
 # Short intervals, so a test sees a cancel, a progress report and a soft
@@ -196,3 +197,14 @@ with override_settings(TASKS=CONTROL_TASKS):
         if job.attempt == 1:
             raise RuntimeError("fails half way through step two")
         return "async done"
+
+    @task(max_attempts=2)
+    def cancels_itself(key: str) -> None:
+        ran(key)
+        raise JobCancelled("nothing left to do: the task ends its own job CANCELLED")
+
+    @task(max_attempts=2)
+    def raises_interrupted(key: str) -> None:
+        """JobInterrupted while its worker is not stopping: an ordinary failure."""
+        ran(key)
+        raise JobInterrupted("raised by the task, not by a stopping worker")

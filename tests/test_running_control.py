@@ -214,6 +214,20 @@ def test_a_task_that_returns_before_it_is_stopped_ends_successful():
     assert (job.status, job.return_value, job.cancel_requested_at) == ("SUCCESSFUL", "slept to the end", None)
 
 
+def test_a_task_may_cancel_its_own_job_but_not_give_it_back_by_raising_job_interrupted():
+    itself = rt.cancels_itself.enqueue("itself")
+    interrupted = rt.raises_interrupted.enqueue("interrupted")
+
+    drain()
+
+    job = Job.objects.get(pk=itself.id)
+    assert (job.status, job.attempts) == ("CANCELLED", 1)
+    assert "cancelled by the task itself" in job.errors[-1]["traceback"]
+    job = Job.objects.get(pk=interrupted.id)
+    assert (job.status, job.attempts, job.interruptions) == ("FAILED", 2, 0), "attempts spent: no loop"
+    assert Execution.objects.filter(key="interrupted").count() == 2
+
+
 # -- progress and checkpoints ------------------------------------------------------------
 
 

@@ -16,7 +16,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from django.db import connections
+
 from ..clock import elapsed
+from ..db import drop_connection
 from ..exceptions import JobCancelled, JobInterrupted
 from ..payload import bounded_text
 from ..status import Status
@@ -56,6 +59,11 @@ def _interrupted(exc: BaseException) -> bool:
 
 
 def record_stop(runner: JobRunner, kind: str, job: Job, started: Any, exc: BaseException, task: Task) -> str:
+    database = runner.backend.database
+    if runner.control.stopping is not None and not connections[database].in_atomic_block:
+        # The worker stopped the task itself, maybe inside a query whose
+        # answer the connection still waits for: the outcome takes a fresh one.
+        drop_connection(database)
     if kind == Status.CANCELLED:
         return _cancelled(runner, job, started, exc, task)
     return _interrupted_outcome(runner, job, exc)
