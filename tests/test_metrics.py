@@ -69,8 +69,8 @@ def test_runqueue_serves_queue_and_process_metrics_summed_over_its_workers(runqu
     assert m[("dbqueue_queue_lag_seconds", (("queue", "default"),))] == 0
     assert m[("dbqueue_queue_paused", (("queue", "email"),))] == 1
     assert m[("dbqueue_queue_paused", (("queue", "default"),))] == 0
-    assert m[("dbqueue_worker_jobs_cancelled_total", ())] == 0
-    assert m[("dbqueue_worker_jobs_interrupted_total", ())] == 0
+    assert m[("dbqueue_jobs_cancelled_total", ())] == 0
+    assert m[("dbqueue_jobs_interrupted_total", ())] == 0
     assert m[("dbqueue_cancel_requests_pending", (("queue", "default"),))] == 0
     wait_for(lambda: scrape(port).get(("dbqueue_workers_alive", ())) == 2)
     worker.signal(signal.SIGTERM)
@@ -100,8 +100,8 @@ def test_a_running_job_cancelled_shows_in_the_pending_gauge_then_in_the_cancelle
 
     m = scrape(port)
     assert m[pending] == 0
-    assert m[("dbqueue_worker_jobs_cancelled_total", ())] == 1
-    assert m[("dbqueue_worker_jobs_interrupted_total", ())] == 0
+    assert m[("dbqueue_jobs_cancelled_total", ())] == 1
+    assert m[("dbqueue_jobs_interrupted_total", ())] == 0
     assert m[("dbqueue_jobs_processed_total", ())] == 1
     worker.signal(signal.SIGTERM)
     assert worker.wait() == 0

@@ -160,12 +160,12 @@ class ProcessCollector:
         )
         cancelled, interrupted = self.state.control_totals()
         yield CounterMetricFamily(
-            "dbqueue_worker_jobs_cancelled",
+            "dbqueue_jobs_cancelled",
             "Jobs this runqueue's workers stopped because a cancel was requested while they ran.",
             value=cancelled,
         )
         yield CounterMetricFamily(
-            "dbqueue_worker_jobs_interrupted",
+            "dbqueue_jobs_interrupted",
             "Jobs this runqueue's workers gave back unfinished when they stopped (past STOP_TIMEOUT).",
             value=interrupted,
         )
