@@ -191,16 +191,17 @@ def recover(database: str, outage: Outage, lease: float) -> int:
     if recovery_grace(database, outage, lease):
         return 0
     # Its locking read may lose to another node's write on Galera (or deadlock): run it again.
-    requeued, failed = retry_on_conflict(Job.objects.using(database).recover_expired, database)
-    if requeued or failed:
+    requeued, finished = retry_on_conflict(Job.objects.using(database).recover_expired, database)
+    if requeued or finished:
         logger.warning(
-            "Recovered %d job%s from dead workers (%d back to READY, %d FAILED on their last attempt).",
-            requeued + failed,
-            pluralize(requeued + failed),
+            "Recovered %d job%s from dead workers (%d back to READY, %d finished: FAILED on their "
+            "last attempt, or CANCELLED as asked).",
+            requeued + finished,
+            pluralize(requeued + finished),
             requeued,
-            failed,
+            finished,
         )
-    return requeued + failed
+    return requeued + finished
 
 
 def recovery_grace(database: str, outage: Outage, lease: float) -> float:
