@@ -14,6 +14,9 @@ from tests.conftest import MANAGE, ROOT, subprocess_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+# The queue's own migrations, to count those an upgrade has not applied yet.
+MIGRATIONS = ROOT / "django_dbqueue" / "migrations"
+
 # A settings module whose queue lives on a database of its own, "queue".
 QUEUE_DATABASE_SETTINGS = """
 import os
@@ -118,8 +121,13 @@ def test_runqueue_refuses_to_start_after_an_upgrade_without_migrate(empty_databa
     assert manage("migrate", "django_dbqueue", "0006", **env).returncode == 0
     run = manage("runqueue", "--burst", **env)
     assert run.returncode == 1, run.stderr
-    assert re.fullmatch(
-        r"CommandError: The queue is not set up: (\d+) of django_dbqueue's migrations \(0007_\w+(, \w+)*\) "
+    match = re.fullmatch(
+        r"CommandError: The queue is not set up: (\d+) of django_dbqueue's migrations "
+        r"\(0007_\w+(, \w+)*(, \.\.\.)?\) "
         rf"(is|are) not applied to the database 'default'\. {MIGRATE}\n",
         run.stderr,
-    ), run.stderr
+    )
+    assert match, run.stderr
+    later = sorted(p.name for p in MIGRATIONS.glob("0*.py") if p.name > "0007")
+    assert int(match[1]) == len(later), (match[1], later)
+    assert bool(match[3]) == (len(later) > 3), run.stderr  # the first three are named, then "..."
