@@ -160,10 +160,13 @@ class ResultView:
         # vars(): a worker's claim may leave these columns unread (deferred),
         # and reading one then would cost a query per job.
         row = vars(job)
-        for name, default in RUNNING_FIELDS.items():
-            value = row.get(name, default)
-            if value != default and value is not None:
-                object.__setattr__(result, name, value)
+        # Every progress write stamps progress_at: most rows have neither, and
+        # the worker makes two results per job, so look at the rest only then.
+        if row.get("progress_at") is not None or row.get("cancel_requested_at") is not None:
+            for name, default in RUNNING_FIELDS.items():
+                value = row.get(name, default)
+                if value != default and value is not None:
+                    object.__setattr__(result, name, value)
         return result
 
     def _task_as_stored(self, task: Task, job: Any) -> Task:
