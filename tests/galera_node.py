@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import MySQLdb
 
+from tests.mariadb_sandbox import MARIADBD, install_datadir
+
 if TYPE_CHECKING:
     from tests.galera import GaleraCluster
 
-MARIADBD = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
-INSTALL_DB = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"
 PROVIDER = "/usr/lib/galera/libgalera_smm.so"
 SYNCED = 4  # wsrep_local_state: the node is a full member, serving clients
 
@@ -147,19 +147,7 @@ class Node:
             for path in (self.root, self.datadir):
                 shutil.chown(path, "mysql", "mysql")
         if install:
-            subprocess.run(
-                [
-                    INSTALL_DB,
-                    "--no-defaults",
-                    *self.cluster.user_args,
-                    f"--datadir={self.datadir}",
-                    "--auth-root-authentication-method=normal",
-                    "--skip-test-db",
-                ],
-                check=True,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
+            install_datadir(self.datadir, self.cluster.user_args)
 
     def launch(self, new_cluster: bool = False) -> None:
         """Start the node without waiting (see :meth:`wait_synced`)."""

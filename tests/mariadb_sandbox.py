@@ -32,6 +32,24 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def install_datadir(datadir: Path, user_args: list[str]) -> None:
+    """Create the system tables of a new server in ``datadir``: root with
+    no password, no test database, no configuration file read."""
+    subprocess.run(
+        [
+            INSTALL_DB,
+            "--no-defaults",
+            *user_args,
+            f"--datadir={datadir}",
+            "--auth-root-authentication-method=normal",
+            "--skip-test-db",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
 class SandboxMariaDB:
     def __init__(self, root: Path | None = None, *, events: bool = False) -> None:
         self.root = Path(root or tempfile.mkdtemp(prefix="dbqueue-mariadb-"))
@@ -54,19 +72,7 @@ class SandboxMariaDB:
         if self.as_root:
             shutil.chown(self.root, "mysql", "mysql")
             shutil.chown(self.datadir, "mysql", "mysql")
-        subprocess.run(
-            [
-                INSTALL_DB,
-                "--no-defaults",
-                *self.user_args,
-                f"--datadir={self.datadir}",
-                "--auth-root-authentication-method=normal",
-                "--skip-test-db",
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        install_datadir(self.datadir, self.user_args)
 
     def start(self, timeout: float = 60.0) -> float:
         """Start the server; return the seconds it took to accept connections."""
