@@ -27,9 +27,9 @@ from pathlib import Path
 
 import MySQLdb
 
-from tests.galera_node import MARIADBD, PROVIDER, SYNCED, Node, connect, execute
+from tests.galera_node import PROVIDER, SYNCED, Node, connect, execute
 from tests.galera_proxy import HAPROXY, Proxy
-from tests.mariadb_sandbox import INSTALL_DB
+from tests.mariadb_sandbox import INSTALL_DB, MARIADBD
 
 DEFAULT_PORT = 24300
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import MySQLdb
 
-from tests.mariadb_sandbox import MARIADBD, install_datadir
+from tests.mariadb_sandbox import install_datadir, server_command
 
 if TYPE_CHECKING:
     from tests.galera import GaleraCluster
@@ -104,16 +104,7 @@ class Node:
             ]
         )
         return [
-            MARIADBD,
-            "--no-defaults",
-            *cluster.user_args,
-            f"--datadir={self.datadir}",
-            f"--port={self.port}",
-            "--bind-address=127.0.0.1",
-            f"--socket={self.socket}",
-            f"--pid-file={self.pid_file}",
-            f"--log-error={self.log}",
-            "--binlog-format=ROW",
+            *server_command(self.datadir, self.port, self.socket, self.pid_file, self.log, cluster.user_args),
             "--default-storage-engine=InnoDB",
             "--innodb-autoinc-lock-mode=2",
             "--innodb-buffer-pool-size=128M",

@@ -32,6 +32,26 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def server_command(
+    datadir: Path, port: int, socket: Path, pid_file: Path, log: Path, user_args: list[str]
+) -> list[str]:
+    """The start of a private server's command line: its own files, on
+    127.0.0.1 only, no configuration file read, row-based binary log format
+    (SKIP LOCKED is unsafe for statement-based replication)."""
+    return [
+        MARIADBD,
+        "--no-defaults",
+        *user_args,
+        f"--datadir={datadir}",
+        f"--port={port}",
+        "--bind-address=127.0.0.1",
+        f"--socket={socket}",
+        f"--pid-file={pid_file}",
+        f"--log-error={log}",
+        "--binlog-format=ROW",
+    ]
+
+
 def install_datadir(datadir: Path, user_args: list[str]) -> None:
     """Create the system tables of a new server in ``datadir``: root with
     no password, no test database, no configuration file read."""
@@ -79,17 +99,10 @@ class SandboxMariaDB:
         began = time.monotonic()
         self.process = subprocess.Popen(
             [
-                MARIADBD,
-                "--no-defaults",
-                *self.user_args,
-                f"--datadir={self.datadir}",
-                f"--port={self.port}",
-                "--bind-address=127.0.0.1",
-                f"--socket={self.socket}",
-                f"--pid-file={self.root / 'mariadb.pid'}",
-                f"--log-error={self.log}",
+                *server_command(
+                    self.datadir, self.port, self.socket, self.root / "mariadb.pid", self.log, self.user_args
+                ),
                 *self.server_args,
-                "--binlog-format=ROW",
                 "--innodb-buffer-pool-size=128M",
                 "--max-connections=200",
             ],
