@@ -1,5 +1,6 @@
 """Retention: the option, `prunejobs`, and the heartbeat pruning by itself."""
 
+import io
 import json
 import signal
 import threading
@@ -14,17 +15,18 @@ from django_dbqueue.clock import read_database_now
 from django_dbqueue.models import Job
 from django_dbqueue.operations.retention import delete_batch
 from django_dbqueue.options import QueueOptions
+from django_dbqueue.workflows.models import Batch, BatchStatus, Dependency
 from tests.conftest import needs_row_locks, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def make(status: str, days_ago: float | None, n: int = 1) -> None:
+def make(status: str, days_ago: float | None, n: int = 1, queue: str = "email") -> None:
     now = read_database_now("default")
     finished = None if days_ago is None else now - timedelta(days=days_ago)
     # READY ones in a queue the test's workers do not serve.
     Job.objects.bulk_create(
-        Job(task_path="demo.tasks.add", queue_name="email", status=status, finished_at=finished)
+        Job(task_path="demo.tasks.add", queue_name=queue, status=status, finished_at=finished)
         for _ in range(n)
     )
 
@@ -127,6 +129,45 @@ def test_a_batch_skips_rows_another_pruner_holds_and_waits_for_nothing(jobs):
         thread.join(10)
     assert len(held) == 9 and other == [0], "the locked rows were skipped, not waited for"
     assert delete_batch("default", "SUCCESSFUL", 5) == 7
+
+
+def test_the_querysets_prune_deletes_its_own_expired_jobs_in_batches(jobs):
+    make("FAILED", 10, 2, queue="default")
+    assert Job.objects.filter(queue_name="email").prune(timedelta(days=5), batch=2) == 11
+    assert remaining() == {
+        ("SUCCESSFUL", False): 2,
+        ("FAILED", True): 2,  # the other queue's, outside the queryset
+        ("READY", False): 2,
+        ("RUNNING", False): 1,
+    }
+    assert Job.objects.prune(timedelta(days=5)) == 2
+    assert Job.objects.prune(timedelta(hours=1)) == 2
+
+
+def test_pruning_takes_pruned_jobs_dependencies_and_emptied_old_batches_with_it(settings):
+    now = read_database_now("default")
+    old, recent = now - timedelta(days=10), now - timedelta(days=1)
+    emptied = Batch.objects.create(status=BatchStatus.SUCCEEDED, sealed=True, finished_at=old)
+    kept = Batch.objects.create(status=BatchStatus.FAILED, sealed=True, finished_at=old)
+    young = Batch.objects.create(status=BatchStatus.SUCCEEDED, sealed=True, finished_at=recent)
+    filling = Batch.objects.create()  # OPEN, no member yet
+    done = dict(task_path="demo.tasks.add", queue_name="email", status="SUCCESSFUL")
+    parent = Job.objects.create(**done, finished_at=old, batch=emptied)
+    child = Job.objects.create(**done, finished_at=old, batch=kept)
+    survivor = Job.objects.create(**done, finished_at=recent, batch=kept)
+    Dependency.objects.bulk_create(
+        [
+            Dependency(parent_id=parent.pk, child_id=child.pk, resolved=True),
+            Dependency(parent_id=parent.pk, child_id=survivor.pk, resolved=True),
+            Dependency(parent_batch_id=emptied.pk, child_id=survivor.pk, resolved=True),
+        ]
+    )
+    settings.TASKS = with_retention(settings, {"SUCCESSFUL": 5})
+    call_command("prunejobs", stdout=io.StringIO())
+    assert list(Job.objects.values_list("pk", flat=True)) == [survivor.pk]
+    # The survivor keeps the record of its parents, pruned or not.
+    assert sorted(Dependency.objects.values_list("child_id", flat=True)) == [survivor.pk, survivor.pk]
+    assert sorted(Batch.objects.values_list("pk", flat=True)) == [kept.pk, young.pk, filling.pk]
 
 
 def test_the_heartbeat_prunes_expired_jobs_by_itself(jobs, runqueue):

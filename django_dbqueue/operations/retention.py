@@ -8,6 +8,11 @@ commit. Claims lock READY rows only, so a prune never blocks one; its cost
 to a claim is the I/O and the purge of deleted index entries, which the
 benchmark measures (benchmarks/prune.py).
 
+The Dependency rows of pruned jobs go with them, just after (in a
+transaction of their own); a workflow's Batch row goes once no member is
+left and it finished longer ago than the longest retention. ``JobQuerySet.prune()``
+deletes through the same batches.
+
 Ages are on the database's clock. Every heartbeat process prunes a little
 on each beat (:class:`Pruner`); ``manage.py prunejobs`` prunes on demand.
 """
@@ -21,13 +26,16 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 
 from ..clock import DbNow
 from ..db import DB_ERRORS, is_outage
 
 if TYPE_CHECKING:
+    from django.db.models import QuerySet
+
     from ..backend import DatabaseBackend
-    from ..transitions import JobQuerySet
+    from ..models import Job
 
 logger = logging.getLogger("django_dbqueue")
 
@@ -39,27 +47,99 @@ BEAT_BUDGET = 1.0
 IDLE_INTERVAL = 60.0
 
 
-def expired(using: str, outcome: str, days: float) -> JobQuerySet:
+def expired(using: str, outcome: str, days: float) -> QuerySet[Job]:
     """Finished jobs with ``outcome`` that finished more than ``days`` ago."""
+    return past(all_jobs(using), outcome, timedelta(days=days))
+
+
+def past(jobs: QuerySet[Job], outcome: str, age: timedelta) -> QuerySet[Job]:
+    """The jobs of ``jobs`` with ``outcome`` that finished more than ``age`` ago."""
+    return jobs.filter(status=outcome, finished_at__lt=DbNow() - age)
+
+
+def all_jobs(using: str) -> QuerySet[Job]:
     from ..models import Job
 
-    return Job.objects.using(using).filter(status=outcome, finished_at__lt=DbNow() - timedelta(days=days))
+    return Job.objects.using(using)
 
 
 def delete_batch(using: str, outcome: str, days: float, size: int = BATCH) -> int:
     """Delete up to ``size`` expired jobs in one short transaction."""
-    from ..models import Job
+    return delete_past(all_jobs(using), outcome, timedelta(days=days), size)
 
-    with transaction.atomic(using=using):
+
+def delete_past(jobs: QuerySet[Job], outcome: str, age: timedelta, size: int = BATCH) -> int:
+    """Delete up to ``size`` of ``jobs`` that ended ``outcome`` more than
+    ``age`` ago in one short transaction, then their Dependency rows."""
+    with transaction.atomic(using=jobs.db):
         ids = list(
-            expired(using, outcome, days)
-            .select_for_update(skip_locked=True)
-            .values_list("pk", flat=True)[:size]
+            past(jobs, outcome, age).select_for_update(skip_locked=True).values_list("pk", flat=True)[:size]
         )
         if not ids:
             return 0
         # The status and age again: nothing requeued them meanwhile, as they are locked.
-        return Job.objects.using(using).filter(pk__in=ids).delete()[0]
+        deleted = jobs.model._base_manager.using(jobs.db).filter(pk__in=ids).delete()[0]
+    forget_dependencies(jobs.db, ids)
+    return deleted
+
+
+def forget_dependencies(using: str, ids: list[int]) -> int:
+    """Delete the Dependency rows of the deleted jobs ``ids`` (as children).
+    In a transaction of its own, after the jobs' delete committed, so that
+    pruning jobs never waits on that table; a row another transaction holds
+    is skipped, and stays, harmless, with no child to hold back."""
+    from ..workflows.models import Dependency
+
+    rows = Dependency.objects.using(using)
+    with transaction.atomic(using=using):
+        held = list(
+            rows.filter(child_id__in=ids).select_for_update(skip_locked=True).values_list("pk", flat=True)
+        )
+        return rows.filter(pk__in=held).delete()[0] if held else 0
+
+
+def delete_old_batches(using: str, age: timedelta, size: int = BATCH) -> int:
+    """Delete up to ``size`` batches that finished more than ``age`` ago and
+    have no member left (all pruned), in one short transaction. Such a batch
+    cannot open again: only a member's requeue or a running member reopens
+    or extends one."""
+    from ..workflows.models import Batch, BatchStatus
+
+    members = all_jobs(using).filter(batch_id=OuterRef("pk"))
+    batches = Batch.objects.using(using)
+    old = batches.exclude(status=BatchStatus.OPEN).filter(finished_at__lt=DbNow() - age)
+    with transaction.atomic(using=using):
+        ids = list(
+            old.filter(~Exists(members))
+            .select_for_update(skip_locked=True)
+            .values_list("pk", flat=True)[:size]
+        )
+        return batches.filter(pk__in=ids).delete()[0] if ids else 0
+
+
+def prune_jobs(
+    jobs: QuerySet[Job],
+    ages: Mapping[str, timedelta],
+    *,
+    size: int = BATCH,
+    deadline: float | None = None,
+    progress: Callable[[str, int], None] | None = None,
+) -> dict[str, int]:
+    """Delete the jobs of ``jobs`` past their outcome's age in ``ages``,
+    batch by batch, until none is left or the ``deadline`` (monotonic
+    clock) has passed; returns how many were deleted per outcome. The one
+    way jobs are pruned: ``JobQuerySet.prune()``, :func:`prune`, and so
+    ``prunejobs`` and the heartbeat, all come here."""
+    deleted = dict.fromkeys(ages, 0)
+    for outcome, age in ages.items():
+        while deadline is None or time.monotonic() < deadline:
+            n = delete_past(jobs, outcome, age, size)
+            deleted[outcome] += n
+            if progress is not None and n:
+                progress(outcome, deleted[outcome])
+            if n < size:
+                break
+    return deleted
 
 
 def prune(
@@ -70,19 +150,21 @@ def prune(
     budget: float | None = None,
     progress: Callable[[str, int], None] | None = None,
 ) -> dict[str, int]:
-    """Delete expired jobs of every outcome in ``retention``, batch by batch,
-    until none is left or ``budget`` seconds have passed; returns how many
-    were deleted per outcome."""
+    """Delete expired jobs of every outcome in ``retention`` (days), batch by
+    batch, until none is left or ``budget`` seconds have passed; returns how
+    many were deleted per outcome. Then, with time left, the batches that
+    finished longer ago than the longest retention and have no member left."""
     deadline = None if budget is None else time.monotonic() + budget
-    deleted = dict.fromkeys(retention, 0)
-    for outcome, days in retention.items():
-        while deadline is None or time.monotonic() < deadline:
-            n = delete_batch(using, outcome, days, size)
-            deleted[outcome] += n
-            if progress is not None and n:
-                progress(outcome, deleted[outcome])
-            if n < size:
-                break
+    ages = {outcome: timedelta(days=days) for outcome, days in retention.items()}
+    deleted = prune_jobs(all_jobs(using), ages, size=size, deadline=deadline, progress=progress)
+    batches = 0
+    while ages and (deadline is None or time.monotonic() < deadline):
+        n = delete_old_batches(using, max(ages.values()), size)
+        batches += n
+        if n < size:
+            break
+    if batches:
+        logger.info("Pruned %d finished batches with no member left.", batches)
     return deleted
 
 

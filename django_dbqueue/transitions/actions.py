@@ -11,8 +11,10 @@ from django.db import transaction
 from django.db.models import Q
 
 from ..clock import DbNow
+from ..operations.retention import BATCH as PRUNE_BATCH
+from ..operations.retention import prune_jobs
 from ..payload import as_list
-from ..status import Status
+from ..status import FINISHED, Status
 from .rows import READY
 from .running import RunningQuerySet
 
@@ -99,9 +101,12 @@ class ActionQuerySet(RunningQuerySet):
         """Make READY jobs that wait for a future ``run_after`` due now."""
         return self.ready().filter(run_after__gt=DbNow()).update(run_after=DbNow())
 
-    def prune(self, older_than: timedelta) -> int:
-        """Delete finished jobs that finished more than ``older_than`` ago."""
-        return self.finished().filter(finished_at__lt=DbNow() - older_than).delete()[0]
+    def prune(self, older_than: timedelta, *, batch: int = PRUNE_BATCH) -> int:
+        """Delete these jobs that finished more than ``older_than`` ago, the
+        way retention does (operations/retention.py): per outcome, in short
+        transactions of ``batch`` rows that skip rows others hold, with
+        their Dependency rows. Returns how many jobs were deleted."""
+        return sum(prune_jobs(self, dict.fromkeys(FINISHED, older_than), size=batch).values())
 
 
 def _summary(job: Job) -> dict[str, Any]:
