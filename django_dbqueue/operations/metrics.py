@@ -1,23 +1,15 @@
-"""Prometheus metrics, through the official ``prometheus_client`` (the
-optional extra ``django-dbqueue[metrics]``).
+"""Prometheus metrics of the queue, through the official
+``prometheus_client`` (the optional extra ``django-dbqueue[metrics]``).
 
-Two collectors:
+:class:`QueueCollector` reads only the database, so it says the same to
+whoever asks: jobs per queue and status, due jobs, lag, paused queues,
+pending cancel requests, live workers. Read at each scrape (a few grouped
+queries that indexes serve). Queues that no backend lists are summed under
+one label (``labelled``).
 
-- :class:`QueueCollector`: what the database says, the same for whoever
-  asks: jobs per queue and status, due jobs, lag, paused queues, pending
-  cancel requests, live workers. Read at each scrape (a few grouped
-  queries that indexes serve). Queues that no backend lists are summed
-  under one label (``labelled``).
-- :class:`ProcessCollector`: what one ``runqueue`` did: jobs processed,
-  failed, cancelled while running and interrupted by a stop, run and claim
-  durations, its live worker processes. Its workers
-  are forked processes, so each counts into the shared memory its
-  supervisor gave it (worker/shared.py, worker/timings.py) and the
-  supervisor, which serves the endpoint, sums the slots at each scrape:
-  no multiprocess directory, and a restarted worker keeps its slot's counts.
-
-``runqueue --metrics-port N`` serves both; :func:`metrics_view` serves the
-queue collector from a Django URL.
+:func:`metrics_view` serves it from a Django URL; ``runqueue
+--metrics-port N`` serves it beside what that runqueue's own processes did
+(worker/metrics.py).
 """
 
 from __future__ import annotations
@@ -35,7 +27,6 @@ from .stats import QueueFigures, snapshot
 
 if TYPE_CHECKING:
     from ..backend import DatabaseBackend
-    from ..worker.shared import SharedState
 
 logger = logging.getLogger("django_dbqueue")
 
@@ -142,63 +133,12 @@ def labelled(queues: list[QueueFigures], known: set[str]) -> list[QueueFigures]:
     return [*own, other]
 
 
-class ProcessCollector:
-    def __init__(self, state: SharedState) -> None:
-        self.state = state
-
-    def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
-
-        processed, failed = self.state.totals()
-        yield CounterMetricFamily(
-            "dbqueue_jobs_processed", "Jobs this runqueue's workers ran (any outcome).", value=processed
-        )
-        yield CounterMetricFamily(
-            "dbqueue_jobs_failed",
-            "Jobs this runqueue's workers ran that ended FAILED (out of attempts).",
-            value=failed,
-        )
-        cancelled, interrupted = self.state.control_totals()
-        yield CounterMetricFamily(
-            "dbqueue_jobs_cancelled",
-            "Jobs this runqueue's workers stopped because a cancel was requested while they ran.",
-            value=cancelled,
-        )
-        yield CounterMetricFamily(
-            "dbqueue_jobs_interrupted",
-            "Jobs this runqueue's workers gave back unfinished when they stopped (past STOP_TIMEOUT).",
-            value=interrupted,
-        )
-        yield GaugeMetricFamily(
-            "dbqueue_worker_processes",
-            "This runqueue's live worker processes.",
-            value=len(self.state.live_names()),
-        )
-        for name, doc, timings in (
-            ("dbqueue_job_run_seconds", "How long jobs ran.", self.state.timings.runs),
-            (
-                "dbqueue_claim_seconds",
-                "How long claims took, empty ones included.",
-                self.state.timings.claims,
-            ),
-        ):
-            buckets, total = timings.totals()
-            yield HistogramMetricFamily(name, doc, buckets=buckets, sum_value=total)
-
-
-def registry(backend: DatabaseBackend, state: SharedState | None = None) -> Any:
-    prometheus = client()
-    reg = prometheus.CollectorRegistry(auto_describe=False)
+def registry(backend: DatabaseBackend) -> Any:
+    """A registry of the queue's collector; runqueue's endpoint adds its
+    own (worker/metrics.py)."""
+    reg = client().CollectorRegistry(auto_describe=False)
     reg.register(QueueCollector(backend))
-    if state is not None:
-        reg.register(ProcessCollector(state))
     return reg
-
-
-def serve(port: int, addr: str, backend: DatabaseBackend, state: SharedState) -> Any:
-    """Serve ``/metrics`` on ``addr:port`` from a thread of this process."""
-    server, _thread = client().start_http_server(port, addr=addr, registry=registry(backend, state))
-    return server
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:

@@ -124,10 +124,10 @@ def _configure_logging(verbosity: int) -> None:
 
 
 def _serve_metrics(backend: DatabaseBackend, supervisor: Supervisor, port: int, addr: str) -> None:
-    """The supervisor's own thread serves the metrics: it sees every worker's counts (operations/metrics)."""
+    """The supervisor's own thread serves the metrics: it sees every worker's counts (worker/metrics)."""
     from django.core.exceptions import ImproperlyConfigured
 
-    from django_dbqueue.operations import metrics
+    from django_dbqueue.worker import metrics
 
     _in_range("--metrics-port", port, 1, 65535)
     try:
