@@ -37,7 +37,11 @@ MAX_RESTART_DELAY = 30.0
 
 
 @dataclass
-class Slot:
+class WorkerProcess:
+    """One of the supervisor's worker processes, by the index of its slot
+    in the shared state: the live process (a new one after each restart)
+    and what its restarts go by."""
+
     index: int
     process: Any = None
     done: bool = False  # stopped for good: on a stop request, or a clean burst exit
@@ -84,7 +88,7 @@ class Supervisor:
         # fork: children inherit the configured Django; no re-import of settings.
         self.context = multiprocessing.get_context("fork")
         self.state = SharedState(processes, self.context)
-        self.slots = [Slot(index=i) for i in range(processes)]
+        self.children = [WorkerProcess(index=i) for i in range(processes)]
         self.heartbeat: Any = None
         self.signals = 0
         self.forced = False
@@ -101,8 +105,8 @@ class Supervisor:
         previous[signal.SIGQUIT] = signal.signal(signal.SIGQUIT, self._on_force)
         try:
             self._start_heartbeat()
-            for slot in self.slots:
-                self._start(slot)
+            for child in self.children:
+                self._start(child)
             status = StatusLine(self)
             while not self._all_exited():
                 time.sleep(TICK)
@@ -116,7 +120,7 @@ class Supervisor:
             self._stop_heartbeat()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-        return 0 if all(slot.clean for slot in self.slots) and not self.forced else 1
+        return 0 if all(child.clean for child in self.children) and not self.forced else 1
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self.signals += 1
@@ -163,31 +167,31 @@ class Supervisor:
         if self.heartbeat.is_alive():
             self.heartbeat.kill()
 
-    def _start(self, slot: Slot) -> None:
+    def _start(self, child: WorkerProcess) -> None:
         connections.close_all()  # never share a connection with a child
-        slot.process = self.context.Process(
+        child.process = self.context.Process(
             target=_child_main,
-            args=(self.alias, self.queues, self.batch, self.burst, self.state, slot.index),
-            name=f"runqueue-worker-{slot.index}",
+            args=(self.alias, self.queues, self.batch, self.burst, self.state, child.index),
+            name=f"runqueue-worker-{child.index}",
         )
-        self.state.slot(slot.index).reset("")
-        slot.process.start()
-        slot.started_at = time.monotonic()
-        slot.processed_at_start = self.state.slot(slot.index).processed
+        self.state.slot(child.index).reset("")
+        child.process.start()
+        child.started_at = time.monotonic()
+        child.processed_at_start = self.state.slot(child.index).processed
 
     def _kill_stuck(self) -> None:
         """Kill a worker whose job outlived its timeout, its cancel's grace or
         its stop's timeout, past every chance it had to stop it itself."""
         now = elapsed()
-        for slot in self.slots:
-            if slot.process is None or not slot.process.is_alive():
+        for child in self.children:
+            if child.process is None or not child.process.is_alive():
                 continue
-            overdue = self.stuck.overdue(slot.index, now)
+            overdue = self.stuck.overdue(child.index, now)
             if overdue is not None:
-                self._kill(slot, overdue)
+                self._kill(child, overdue)
 
-    def _kill(self, slot: Slot, overdue: Overdue) -> None:
-        proc, shared = slot.process, self.state.slot(slot.index)
+    def _kill(self, child: WorkerProcess, overdue: Overdue) -> None:
+        proc, shared = child.process, self.state.slot(child.index)
         logger.error(overdue.describe(proc.pid))
         shared.deadline = 0.0
         # No more heartbeats for it: without the write below, its job comes
@@ -197,7 +201,7 @@ class Supervisor:
         proc.join(HARD_GRACE)
         if proc.is_alive():
             return  # never write for a worker that may still write itself
-        slot.killed = overdue.why != "timeout"
+        child.killed = overdue.why != "timeout"
         try:
             if record_killed(self.backend.database, overdue):
                 # Counted as the worker would have: the slot has no other writer now.
@@ -231,53 +235,53 @@ class Supervisor:
             self._signal_workers(signal.SIGKILL)
 
     def _signal_workers(self, signum: int) -> None:
-        for slot in self.slots:
-            if slot.process is not None and slot.process.is_alive():
+        for child in self.children:
+            if child.process is not None and child.process.is_alive():
                 if signum == signal.SIGKILL:
-                    logger.error("Worker process %d did not stop at once; killing it.", slot.process.pid)
-                    self.state.slot(slot.index).name = ""
-                os.kill(slot.process.pid, signum)
+                    logger.error("Worker process %d did not stop at once; killing it.", child.process.pid)
+                    self.state.slot(child.index).name = ""
+                os.kill(child.process.pid, signum)
 
     def _reap(self) -> None:
         now = time.monotonic()
-        for slot in self.slots:
-            proc = slot.process
-            if slot.done or proc.is_alive():
+        for child in self.children:
+            proc = child.process
+            if child.done or proc.is_alive():
                 continue
             # Dead: the heartbeat stops vouching for its leases at once.
-            self.state.slot(slot.index).name = ""
+            self.state.slot(child.index).name = ""
             # Stopping: every exit is final. Burst: a clean exit means nothing is due.
             if self.signals or (self.burst and proc.exitcode == 0):
-                slot.done = True
+                child.done = True
                 # A crash already reported and waiting for its restart is not
                 # the stop's doing; a worker that failed to stop cleanly is.
                 # One killed past the stop timeout had its job given back.
-                slot.clean = proc.exitcode == 0 or bool(slot.restart_at) or slot.killed
+                child.clean = proc.exitcode == 0 or bool(child.restart_at) or child.killed
                 continue
-            if slot.killed:
+            if child.killed:
                 logger.info("Replacing the killed worker process %d.", proc.pid)
-                slot.killed, slot.restart_at = False, now
-            if not slot.restart_at:
+                child.killed, child.restart_at = False, now
+            if not child.restart_at:
                 # Back off if it keeps dying young without getting anything
                 # done, so a crash loop does not spin; one killed from outside
                 # after doing work is simply replaced.
-                progressed = self.state.slot(slot.index).processed > slot.processed_at_start
-                young = now - slot.started_at < 10 and not progressed
-                slot.restart_delay = min(slot.restart_delay * 2, MAX_RESTART_DELAY) if young else 1.0
-                slot.restart_at = now + (slot.restart_delay if young else 0)
+                progressed = self.state.slot(child.index).processed > child.processed_at_start
+                young = now - child.started_at < 10 and not progressed
+                child.restart_delay = min(child.restart_delay * 2, MAX_RESTART_DELAY) if young else 1.0
+                child.restart_at = now + (child.restart_delay if young else 0)
                 logger.error(
                     "Worker process %d exited with code %s; restarting it%s.",
                     proc.pid,
                     proc.exitcode,
-                    f" in {slot.restart_delay:.0f}s" if young else "",
+                    f" in {child.restart_delay:.0f}s" if young else "",
                 )
-            if now >= slot.restart_at:
-                slot.restart_at = 0.0
+            if now >= child.restart_at:
+                child.restart_at = 0.0
                 self.restarts += 1
-                self._start(slot)
+                self._start(child)
 
     def _all_exited(self) -> bool:
-        return all(slot.done for slot in self.slots)
+        return all(child.done for child in self.children)
 
     def totals(self) -> tuple[int, int]:
         return self.state.totals()
