@@ -12,6 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .exceptions import OptionsError
 from .operations.schedules import parse_schedules
+from .status import FINISHED
 
 # The most jobs one claim takes (OPTIONS BATCH_SIZE and runqueue --batch).
 MAX_BATCH_SIZE = 1000
@@ -127,7 +128,9 @@ def _parse_one(name: str, kind: Any, value: Any) -> Any:
     return float(value)
 
 
-OUTCOMES = ("SUCCESSFUL", "FAILED", "CANCELLED")
+# The finished states RETENTION keeps per outcome, as plain strings (argparse
+# choices, and the keys of RETENTION).
+OUTCOMES = tuple(status.value for status in FINISHED)
 # Options for which zero means something: a STOP_TIMEOUT of 0 interrupts the
 # job in hand at its next checkpoint, at once.
 ZERO_ALLOWED = frozenset({"STOP_TIMEOUT"})
