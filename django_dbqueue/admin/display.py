@@ -21,6 +21,7 @@ from django.utils.translation import ngettext
 
 from ..clock import as_stored
 from ..jsonfield import Undecodable
+from ..status import Status
 
 UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
 
@@ -125,7 +126,7 @@ def first_kept_error(job: Job) -> int:
     """The attempt number of the first error a job still keeps: only the
     latest attempts' errors are kept (payload.MAX_ERRORS)."""
     errors = job.errors if isinstance(job.errors, list) else []
-    failed = job.attempts - (job.status in ("SUCCESSFUL", "RUNNING"))
+    failed = job.attempts - (job.status in (Status.SUCCESSFUL, Status.RUNNING))
     return max(1, failed - len(errors) + 1)
 
 
@@ -216,7 +217,7 @@ def timeline(job: Job) -> list[Event]:
             events.append(Event(at, f"Attempt {number} failed with {name}", (number, FAILED)))
     if job.last_attempted_at and job.last_attempted_at != job.started_at:
         events.append(Event(job.last_attempted_at, f"Attempt {job.attempts} started", (job.attempts, START)))
-    if job.status == "READY" and job.run_after and job.run_after > job.enqueued_at:
+    if job.status == Status.READY and job.run_after and job.run_after > job.enqueued_at:
         events.append(Event(job.run_after, "Due", (job.attempts + 1, DUE)))
     if job.finished_at:
         events.append(Event(job.finished_at, f"Finished: {job.status}", (float("inf"), 0)))
