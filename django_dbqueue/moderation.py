@@ -22,9 +22,9 @@ from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from .candidates import first_free
 from .db import lock_if_serialised as _lock_if_serialised
 from .db import retry_on_conflict
-from .transitions import CANDIDATE_ROUNDS
 
 DEFAULT_REVIEW_LEASE = 15 * 60.0
 
@@ -61,20 +61,14 @@ class ClaimQuerySetMixin(_QuerySet):
         return retry_on_conflict(lambda: self._claim_once(owner, limit, lease), using=self.db)
 
     def _claim_once(self, owner: str, limit: int, lease: float) -> list[Any]:
-        # As JobQuerySet.claim: candidates by a plain read, then lock only
-        # those by primary key, skipping rows another claimer has locked.
+        # As JobQuerySet.claim (candidates.py): candidates by a plain read, then
+        # lock only those by primary key, skipping rows another claimer has locked.
         now = timezone.now()
-        taken: list[Any] = []
-        for _ in range(CANDIDATE_ROUNDS):
-            candidates = self.unclaimed(now).exclude(pk__in=taken) if taken else self.unclaimed(now)
-            ids = list(candidates.order_by(*self.claim_order).values_list("pk", flat=True)[:limit])
-            if not ids:
-                return []
-            claimed = self._lock_and_mark(ids, owner, lease, now)
-            if claimed:
-                return claimed
-            taken.extend(ids)
-        return []
+        return first_free(
+            self.unclaimed(now),
+            lambda free: list(free.order_by(*self.claim_order).values_list("pk", flat=True)[:limit]),
+            lambda ids: self._lock_and_mark(ids, owner, lease, now),
+        )
 
     def _lock_and_mark(self, ids: list[Any], owner: str, lease: float, now: datetime) -> list[Any]:
         expires = now + timedelta(seconds=lease)

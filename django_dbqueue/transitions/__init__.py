@@ -27,9 +27,10 @@ from datetime import timedelta
 
 from django.db import models
 
+from ..candidates import CANDIDATE_ROUNDS
 from ..clock import DbNow
 from .actions import MAX_HISTORY, ActionQuerySet
-from .claim import CANDIDATE_ROUNDS, CLAIM_ORDER, ClaimQuerySet, ids_in_claim_order
+from .claim import CLAIM_ORDER, ClaimQuerySet, ids_in_claim_order
 from .leases import WORKER_LOST, LeaseQuerySet, worker_lost_error
 from .outcomes import STATEMENT_BUDGET, UNCHANGED, Finished, attempts_after, retry_delay, statements
 from .rows import DEFAULT_LEASE

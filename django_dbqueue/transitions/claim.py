@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 from django.db import models, transaction
 from django.db.models import Case, F, When
 
+from ..candidates import first_free
 from ..clock import DbNow
 from ..db import lock_if_serialised, retry_on_conflict
 from ..payload import as_list
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
 
 # Higher priority first, then the job that has been due longest.
 CLAIM_ORDER = ("-priority", "run_after", "id")
-# How many times a claimer looks past candidates that others took meanwhile.
-CANDIDATE_ROUNDS = 8
 
 
 class ClaimQuerySet(JobRows):
@@ -49,21 +48,15 @@ class ClaimQuerySet(JobRows):
         by a plain read that locks nothing, then just those rows are locked by
         primary key. A single locking SELECT ... ORDER BY ... LIMIT that no
         index serves (several queues, or any filter) would lock every row it
-        sorts, starving every other claimer until it commits."""
-        taken: list[int] = []
-        due = self.due().unlimited()
-        for _ in range(CANDIDATE_ROUNDS):
-            ids = read_ids(due.exclude(pk__in=taken) if taken else due, limit)
-            if not ids:
-                return []
-            rows = self.model._base_manager.using(self.db)
-            batch = self.lock_and_mark(
+        sorts, starving every other claimer until it commits (candidates.py)."""
+        rows = self.model._base_manager.using(self.db)
+
+        def lock(ids: list[int]) -> list[Job]:
+            return self.lock_and_mark(
                 rows.filter(pk__in=ids, status=READY, run_after__lte=DbNow()), owner, lease
             )
-            if batch:
-                return batch
-            taken.extend(ids)  # all claimed by others meanwhile: look further on
-        return []
+
+        return first_free(self.due().unlimited(), lambda due: read_ids(due, limit), lock)
 
     def lock_and_mark(
         self, candidates: models.QuerySet, owner: str, lease: float, limit: int | None = None
