@@ -12,7 +12,7 @@ from django.core import checks
 
 from .enqueue.loading import load_task
 from .enqueue.validation import check_arguments
-from .options import database_problem
+from .options import database_problem, read_database_problem
 from .tasks_api import InvalidTask
 
 if TYPE_CHECKING:
@@ -43,6 +43,14 @@ def backend_messages(backend: DatabaseBackend) -> list[checks.CheckMessage]:
     missing = database_problem(backend.alias, backend.raw_database())
     if missing:
         hint = f"Add it to DATABASES, or set {entry}['OPTIONS']['DATABASE'] to one that is."
+        messages.append(checks.Error(missing, hint=hint, id="django_dbqueue.E007"))
+    raw_read = backend.options.get("READ_DATABASE") if isinstance(backend.options, dict) else None
+    missing = read_database_problem(backend.alias, raw_read)
+    if missing:
+        hint = (
+            f"Add the replica to DATABASES, or remove {entry}['OPTIONS']['READ_DATABASE'] to read "
+            "from the queue's own DATABASE."
+        )
         messages.append(checks.Error(missing, hint=hint, id="django_dbqueue.E007"))
     return messages + schedule_messages(backend)
 

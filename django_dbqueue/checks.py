@@ -11,6 +11,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 # checks (ours: E003 to E007) when the tasks API is first imported, so
 # `manage.py check` runs them even in a project that imports its tasks late.
 from . import tasks_api
+from .server_facts import lockless_engine, read_only_reason
 
 
 def _queue_databases(databases: Any) -> list[str]:
@@ -181,3 +182,51 @@ def _procedure_mismatch(connection: Any, config: Any) -> str | None:
             f"MAX_ARGUMENTS_BYTES {config.max_argument_bytes}."
         )
     return None
+
+
+@checks.register(checks.Tags.database)
+def check_writable(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """E008: a queue database that refuses writes (a replica, a standby)."""
+    errors: list[checks.CheckMessage] = []
+    for alias in _queue_databases(databases):
+        reason = read_only_reason(connections[alias])
+        if reason is not None:
+            errors.append(
+                checks.Error(
+                    f"The database {alias!r} is read-only ({reason}), so workers cannot claim jobs "
+                    "there and enqueue() fails: a queue's DATABASE must be its writable primary.",
+                    hint="Point OPTIONS DATABASE at the primary (the writer endpoint); to read the "
+                    "admin's lists and queuestats from this replica, name it in OPTIONS READ_DATABASE.",
+                    id="django_dbqueue.E008",
+                )
+            )
+    return errors
+
+
+@checks.register(checks.Tags.database)
+def check_real_row_locks(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """E009: an engine that accepts SKIP LOCKED but takes no row lock."""
+    errors: list[checks.CheckMessage] = []
+    for alias in _queue_databases(databases):
+        connection = connections[alias]
+        if connection.vendor != "mysql":
+            continue
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT VERSION(), @@version_comment")
+            version, comment = cursor.fetchone()
+        engine = lockless_engine(version, comment)
+        if engine is not None:
+            errors.append(
+                checks.Error(
+                    f"The database {alias!r} is {engine} ({version}), which accepts SELECT ... FOR "
+                    "UPDATE SKIP LOCKED without locking the rows it skips past, so two workers "
+                    "could claim and run the same job.",
+                    hint="Keep the queue on MariaDB, MySQL or PostgreSQL (docs/clusters.md).",
+                    id="django_dbqueue.E009",
+                )
+            )
+    return errors

@@ -23,6 +23,10 @@ ENTRY_KEYS = ("BACKEND", "QUEUES", "OPTIONS")
 @dataclass(frozen=True, kw_only=True)
 class QueueOptions:
     DATABASE: str = "default"
+    # The database alias (a replica) the admin's lists, its dashboard and
+    # queuestats read from; None: DATABASE. Nothing that claims, changes a
+    # job or decides what runs reads it (django_dbqueue/replica.py).
+    READ_DATABASE: str | None = None
     LEASE_SECONDS: float = 60.0
     BATCH_SIZE: int = 200
     # Once the job in hand has run this long, the unstarted rest of its batch
@@ -110,6 +114,12 @@ def _parse_one(name: str, kind: Any, value: Any) -> Any:
             if not isinstance(item, str) or not item or not all(p.isidentifier() for p in item.split(".")):
                 raise ImproperlyConfigured(f"OPTIONS {name} holds {item!r}, which is not a module path.")
         return tuple(value)
+    if kind == str | None:
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ImproperlyConfigured(
+                f"OPTIONS {name} must be a database alias (a string) or None, not {value!r}."
+            )
+        return value
     if kind is str:
         if not isinstance(value, str):
             raise ImproperlyConfigured(f"OPTIONS {name} must be a string, not {value!r}.")
@@ -213,4 +223,17 @@ def database_problem(alias: str, database: Any) -> str | None:
     return (
         f"The task backend {alias!r} keeps its jobs in the database {database!r} (OPTIONS DATABASE), "
         f"which is not in DATABASES; its aliases are {', '.join(settings.DATABASES)}."
+    )
+
+
+def read_database_problem(alias: str, read_database: Any) -> str | None:
+    """The sentence for an OPTIONS READ_DATABASE that names no alias in DATABASES, or None."""
+    from django.conf import settings
+
+    if not isinstance(read_database, str) or read_database in settings.DATABASES:
+        return None
+    return (
+        f"The task backend {alias!r} reads its admin lists and statistics from the database "
+        f"{read_database!r} (OPTIONS READ_DATABASE), which is not in DATABASES; its aliases are "
+        f"{', '.join(settings.DATABASES)}."
     )
