@@ -12,6 +12,7 @@ from django_dbqueue.admin import display as show
 from django_dbqueue.admin.dashboard import queue_stats
 from django_dbqueue.admin.display import timeline, timestamp
 from django_dbqueue.models import Job, Worker
+from django_dbqueue.operations.stats import snapshot
 from tests.admin_helpers import CHANGELIST, DASHBOARD, job
 
 pytestmark = pytest.mark.django_db
@@ -298,11 +299,13 @@ def test_dashboard_is_linked_from_the_admin_index_and_the_changelist(admin_clien
     assert f'href="{DASHBOARD}"' in admin_client.get(CHANGELIST).content.decode()
 
 
-def test_queue_stats_takes_any_queryset():
+def test_queue_stats_are_the_snapshots_figures():
     job(queue_name="a")
-    job(queue_name="b")
+    job(queue_name="b", status="SUCCESSFUL", finished_at=timezone.now())
 
-    assert [q.name for q in queue_stats(Job.objects.filter(queue_name="b"))] == ["b"]
+    rows = queue_stats(snapshot("default", queues=["b"], chart_minutes=60))
+
+    assert [(q.name, q.counts, q.finished_last_hour) for q in rows] == [("b", {"SUCCESSFUL": 1}, 1)]
 
 
 def test_past_the_cap_the_count_is_the_databases_estimate_and_says_so(admin_client, monkeypatch):

@@ -25,10 +25,11 @@ from .database import queue_database
 from .paginator import EstimatedCountPaginator
 from .progress import member_counts, progress_html
 from .readonly import ReadOnlyAdminMixin
+from .reads import PrimaryActionsMixin, ReplicaChangeList
 from .workflow import batch_dependants, batch_picture, job_url, related_html
 
 
-class BatchChangeList(ChangeList):
+class BatchChangeList(ReplicaChangeList):
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
         # The page's batches' counts in one read, not one per row.
@@ -40,7 +41,7 @@ class BatchChangeList(ChangeList):
 
 
 @admin.register(Batch)
-class BatchAdmin(BatchActions, ReadOnlyAdminMixin, admin.ModelAdmin):
+class BatchAdmin(PrimaryActionsMixin, BatchActions, ReadOnlyAdminMixin, admin.ModelAdmin):
     list_display = ("id", "summary", "status_badge", "progress", "created", "finished")
     list_display_links = ("id", "summary")
     list_filter = ("status",)

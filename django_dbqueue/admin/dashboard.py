@@ -1,38 +1,35 @@
 """The queue dashboard: its view, the numbers behind it (its chart is in
 chart.py), and its link in the admin's app list.
 
-Each figure is one grouped query that an index serves: counts by the claim
-index (status, queue), lag by the READY range of the same index, throughput by
-the finished_at index. No figure reads the table row by row.
+The numbers are ``operations.stats.snapshot()``'s, as ``queuestats``
+prints them: one grouped query per figure that an index serves, every time
+the database's own. They are read from OPTIONS READ_DATABASE when the
+backend names a replica, and the page says how far behind it is.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib import admin
 from django.contrib.admin.exceptions import NotRegistered
 from django.core.exceptions import PermissionDenied
-from django.db.models import Count, Min, QuerySet
-from django.db.models.functions import TruncMinute
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils import timezone
 from django.utils.safestring import SafeString
 
-from ..models import Dashboard, Job, Status, Worker
+from ..models import Dashboard, Status, Worker
+from ..operations.stats import Snapshot, snapshot
 from .chart import round_up, throughput_svg
 from .database import queue_lease
-from .pauses import may_pause, with_pauses
+from .pauses import may_pause
 from .readonly import ReadOnlyAdminMixin
+from .reads import admin_read_database, admin_replica_lag, read_from_text
 from .running import DASHBOARD_RUNNING, running_jobs
-
-UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
 
 if TYPE_CHECKING:
     from ..transitions import JobQuerySet
@@ -75,32 +72,24 @@ class QueueStats:
         return throughput_svg(self.per_minute, self.scale)
 
 
-def queue_stats(jobs: JobQuerySet | None = None, now: datetime | None = None) -> list[QueueStats]:
-    jobs = Job.objects.all() if jobs is None else jobs
-    now = now or timezone.now()
-    queues: dict[str, QueueStats] = {}
+def queue_stats(snap: Snapshot) -> list[QueueStats]:
+    """The dashboard's rows from a snapshot taken with ``chart_minutes=MINUTES``."""
+    return [
+        QueueStats(
+            figures.name,
+            counts={status: n for status, n in figures.counts.items() if n},
+            lag=None if figures.lag_seconds is None else timedelta(seconds=figures.lag_seconds),
+            per_minute=figures.finished_per_minute or [0] * MINUTES,
+            paused=figures.paused,
+        )
+        for figures in snap.queues
+    ]
 
-    def stats(name: str) -> QueueStats:
-        return queues.setdefault(name, QueueStats(name))
 
-    for name, status, n in jobs.order_by().values_list("queue_name", "status").annotate(Count("pk")):
-        stats(name).counts[status] = n
-    for name, oldest in jobs.due(now).order_by().values_list("queue_name").annotate(Min("run_after")):
-        stats(name).lag = now - oldest
-    # Minutes are bucketed in UTC, which needs no time zone tables in MySQL.
-    start = (now - timedelta(minutes=MINUTES - 1)).replace(second=0, microsecond=0)
-    finished = (
-        jobs.filter(finished_at__gte=start)
-        .annotate(minute=TruncMinute("finished_at", tzinfo=UTC))
-        .order_by()
-        .values_list("queue_name", "minute")
-        .annotate(Count("pk"))
-    )
-    for name, minute, n in finished:
-        index = int((minute - start).total_seconds() // 60)
-        if 0 <= index < MINUTES:
-            stats(name).per_minute[index] += n
-    return sorted(queues.values(), key=lambda queue: queue.name)
+def dashboard_snapshot(using: str) -> Snapshot:
+    """The figures the dashboard shows, read from ``using``."""
+    # Workers heartbeat four times a lease: one unseen for a lease is gone.
+    return snapshot(using, alive_within=queue_lease(), chart_minutes=MINUTES)
 
 
 def totals(queues: list[QueueStats]) -> QueueStats:
@@ -116,15 +105,13 @@ def totals(queues: list[QueueStats]) -> QueueStats:
     return total
 
 
-def alive_workers(using: str) -> QuerySet:
-    return Worker.objects.using(using).alive(within=queue_lease()).order_by("host", "pid")
-
-
 def dashboard_view(job_admin: JobAdmin, request: HttpRequest) -> HttpResponse:
     if not job_admin.has_view_permission(request):
         raise PermissionDenied
-    jobs = cast("JobQuerySet", job_admin.get_queryset(request))
-    queues = with_pauses(queue_stats(jobs), jobs.db)
+    using = admin_read_database()
+    jobs = cast("JobQuerySet", job_admin.get_queryset(request).using(using))
+    snap = dashboard_snapshot(using)
+    queues = queue_stats(snap)
     total = totals(queues)
     # One scale for every chart, so that bars compare across queues.
     scale = round_up(max((n for queue in [*queues, total] for n in queue.per_minute), default=0))
@@ -140,11 +127,15 @@ def dashboard_view(job_admin: JobAdmin, request: HttpRequest) -> HttpResponse:
         "running": running_jobs(jobs, DASHBOARD_RUNNING),
         "running_total": total.counts.get(Status.RUNNING, 0),
         # Hosts and PIDs only for whoever may open the workers list too.
-        "workers": alive_workers(jobs.db) if may_view_workers(job_admin, request) else None,
+        "workers": snap.workers if may_view_workers(job_admin, request) else None,
         "may_pause": may_pause(request),
         "pause_url": reverse(f"{job_admin.admin_site.name}:django_dbqueue_pausedqueue_pause"),
         "resume_url": reverse(f"{job_admin.admin_site.name}:django_dbqueue_pausedqueue_resume"),
     }
+    lag = admin_replica_lag()
+    if lag is not None:
+        context["subtitle"] = read_from_text(lag)
+        context["replica_lag"] = lag
     return TemplateResponse(request, "admin/django_dbqueue/dashboard.html", context)
 
 

@@ -22,6 +22,7 @@ from .dashboard import dashboard_view
 from .database import check_one_database, queue_database
 from .job_workflow import BatchFilter, JobWorkflowFields, may_delete
 from .paginator import EstimatedCountPaginator
+from .reads import PrimaryActionsMixin, ReplicaChangeList
 from .running import LIST_PROGRESS_COLUMNS, JobRunningFields
 
 # The columns the job list draws. The JSON columns (arguments, return value,
@@ -41,7 +42,7 @@ LIST_COLUMNS = (
 )
 
 
-class JobChangeList(ChangeList):
+class JobChangeList(ReplicaChangeList):
     def get_queryset(
         self, request: HttpRequest, exclude_parameters: list[str | None] | None = None
     ) -> QuerySet:
@@ -49,7 +50,7 @@ class JobChangeList(ChangeList):
 
 
 @admin.register(Job)
-class JobAdmin(JobRunningFields, JobWorkflowFields, JobActions, admin.ModelAdmin):
+class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActions, admin.ModelAdmin):
     list_display = (
         "id",
         "task",
@@ -104,6 +105,8 @@ class JobAdmin(JobRunningFields, JobWorkflowFields, JobActions, admin.ModelAdmin
         css = {"all": ("django_dbqueue/admin.css",)}
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
+        # The primary: the job page, its buttons and the actions read and
+        # act here; only the list reads OPTIONS READ_DATABASE (reads.py).
         return super().get_queryset(request).using(queue_database())
 
     def check(self, **kwargs: object) -> list:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.safestring import SafeString
@@ -10,10 +11,11 @@ from django.utils.safestring import SafeString
 from ..models import Worker
 from . import display as show
 from .database import queue_database
+from .reads import PrimaryActionsMixin, ReplicaChangeList
 
 
 @admin.register(Worker)
-class WorkerAdmin(admin.ModelAdmin):
+class WorkerAdmin(PrimaryActionsMixin, admin.ModelAdmin):
     """Rows written by the workers' heartbeats; stale ones may be deleted."""
 
     list_display = ("name", "host", "pid", "queue_names", "started", "last_seen", "processed", "failed")
@@ -37,6 +39,9 @@ class WorkerAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         # Heartbeats write these rows to the queue's database.
         return super().get_queryset(request).using(queue_database())
+
+    def get_changelist(self, request: HttpRequest, **kwargs: object) -> type[ChangeList]:
+        return ReplicaChangeList
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from typing import Any
 
-from django.db.models import Count, Min
+from django.db.models import Count, Min, QuerySet
+from django.db.models.functions import TruncMinute
 
 from ..clock import read_database_now
 from ..status import Status
@@ -33,6 +35,8 @@ class QueueFigures:
     failed_recently: int = 0  # jobs that ended FAILED within the window
     paused: bool = False
     cancel_pending: int = 0  # jobs asked to stop (cancel_requested_at) that no worker has ended yet
+    # Jobs finished in each of the last whole minutes, oldest first (snapshot's ``chart_minutes``).
+    finished_per_minute: list[int] = field(default_factory=list)
 
     def per_minute(self, minutes: float) -> float:
         return (self.succeeded_recently + self.failed_recently) / minutes
@@ -47,6 +51,8 @@ class WorkerFigures:
     seen_seconds_ago: float
     processed: int
     failed: int
+    started_at: datetime | None = None
+    last_seen_at: datetime | None = None
 
 
 @dataclass
@@ -67,7 +73,12 @@ class Snapshot:
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["at"] = self.at.isoformat()
+        for worker in data["workers"]:
+            for name in ("started_at", "last_seen_at"):
+                worker[name] = worker[name] and worker[name].isoformat()
         for queue in data["queues"]:
+            if not queue["finished_per_minute"]:
+                del queue["finished_per_minute"]
             queue["per_minute"] = round(
                 (queue["succeeded_recently"] + queue["failed_recently"]) / self.minutes, 3
             )
@@ -81,9 +92,12 @@ def snapshot(
     queues: list[str] | None = None,
     alive_within: float = 60.0,
     configured: Sequence[str] = (),
+    chart_minutes: int = 0,
 ) -> Snapshot:
     """The figures of ``queues`` (default: every queue that has jobs, is
-    paused or is ``configured``); workers seen within ``alive_within`` seconds."""
+    paused or is ``configured``); workers seen within ``alive_within`` seconds;
+    with ``chart_minutes``, each queue's finished jobs per minute over that many
+    whole minutes (the admin dashboard's chart)."""
     from ..models import Job, Worker
 
     now = read_database_now(using)
@@ -114,6 +128,12 @@ def snapshot(
     requested = jobs.filter(cancel_requested_at__isnull=False)
     for name, n in requested.order_by().values_list("queue_name").annotate(Count("pk")):
         of(name).cancel_pending = n
+    if chart_minutes:
+        for figure in figures.values():
+            figure.finished_per_minute = [0] * chart_minutes
+        for name, index, n in _finished_by_minute(jobs, now, chart_minutes):
+            of(name).finished_per_minute = of(name).finished_per_minute or [0] * chart_minutes
+            of(name).finished_per_minute[index] += n
     for figure in figures.values():
         figure.paused = figure.name in paused
     alive = Worker.objects.using(using).filter(last_seen_at__gte=now - timedelta(seconds=alive_within))
@@ -126,7 +146,29 @@ def snapshot(
             round((now - w.last_seen_at).total_seconds(), 1),
             w.processed,
             w.failed,
+            w.started_at,
+            w.last_seen_at,
         )
         for w in alive.order_by("host", "pid")
     ]
     return Snapshot(now, minutes, sorted(figures.values(), key=lambda q: q.name), workers)
+
+
+def _finished_by_minute(jobs: QuerySet, now: datetime, minutes: int) -> list[tuple[str, int, int]]:
+    """(queue, minute's index, jobs finished) for the last ``minutes`` whole
+    minutes up to ``now``, the current one last. Minutes are bucketed in UTC,
+    which needs no time zone tables in MySQL."""
+    start = (now - timedelta(minutes=minutes - 1)).replace(second=0, microsecond=0)
+    finished = (
+        jobs.filter(finished_at__gte=start)
+        .annotate(minute=TruncMinute("finished_at", tzinfo=dt_timezone.utc))
+        .order_by()
+        .values_list("queue_name", "minute")
+        .annotate(Count("pk"))
+    )
+    found = []
+    for name, minute, n in finished:
+        index = int((minute - start).total_seconds() // 60)
+        if 0 <= index < minutes:
+            found.append((name, index, n))
+    return found

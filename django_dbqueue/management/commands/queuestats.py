@@ -5,16 +5,19 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from django_dbqueue.operations.stats import Snapshot
+from django_dbqueue.backend import DatabaseBackend
+from django_dbqueue.operations.stats import Snapshot, snapshot
+from django_dbqueue.replica import ReplicaLag, lag_of, read_database
 from django_dbqueue.status import Status
 
-from ._common import add_snapshot_arguments, positive, read_snapshot, snapshot_backend
+from ._common import add_snapshot_arguments, positive, snapshot_backend
 
 
 class Command(BaseCommand):
     help = (
         "Print each queue's counts, lag (age of the oldest due job, by the database's clock), "
-        "throughput and failures over recent minutes, and the live workers."
+        "throughput and failures over recent minutes, and the live workers; from OPTIONS "
+        "READ_DATABASE when set, with that replica's lag."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -29,8 +32,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         backend = snapshot_backend(options)
         while True:
-            snap = read_snapshot(backend, options, configured=sorted(backend.queues))
-            self.stdout.write(json.dumps(snap.as_json()) if options["json"] else render(snap))
+            snap, lag = read_figures(backend, options)
+            self.stdout.write(json.dumps(as_json(snap, lag)) if options["json"] else render(snap, lag))
             self.stdout.flush()
             if not options["watch"]:
                 return
@@ -40,7 +43,26 @@ class Command(BaseCommand):
                 return
 
 
-def render(snap: Snapshot) -> str:
+def read_figures(backend: DatabaseBackend, options: dict[str, Any]) -> tuple[Snapshot, ReplicaLag | None]:
+    """The snapshot, from the read alias, and that replica's lag (None: no replica)."""
+    snap = snapshot(
+        read_database(backend),
+        minutes=options["minutes"],
+        queues=options["queues"],
+        alive_within=backend.config.LEASE_SECONDS,
+        configured=sorted(backend.queues),
+    )
+    return snap, lag_of(backend)
+
+
+def as_json(snap: Snapshot, lag: ReplicaLag | None) -> dict[str, Any]:
+    data = snap.as_json()
+    if lag is not None:
+        data["replica"] = lag.as_json()
+    return data
+
+
+def render(snap: Snapshot, replica: ReplicaLag | None = None) -> str:
     statuses = Status.values
     header = [
         "queue",
@@ -67,6 +89,8 @@ def render(snap: Snapshot) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     zone = "UTC" if settings.USE_TZ else settings.TIME_ZONE  # USE_TZ = False: local time
     lines = [f"Queues at {snap.at:%Y-%m-%d %H:%M:%S} {zone} (database clock)"]
+    if replica is not None:
+        lines.append(f"Read from the replica {replica.alias!r}: {replica.text}.")
     for row in rows:
         lines.append(
             "  ".join(
