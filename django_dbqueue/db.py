@@ -18,10 +18,9 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from django.db import InterfaceError, OperationalError, connections
-from django.db.models import DateTimeField, Expression
 
 T = TypeVar("T")
 
@@ -277,32 +276,3 @@ def lock_if_serialised(using: str, table: str) -> None:
     write lock first, so concurrent claims queue up instead of sharing rows."""
     if not connections[using].features.has_select_for_update:
         check_writable(using, table)  # the same no-op write
-
-
-# -- SQL --------------------------------------------------------------------------------
-
-
-class ValueByPk(Expression):
-    """``CASE pk WHEN 1 THEN v1 WHEN 2 THEN v2 ... END``: a different value
-    for each row of one UPDATE. Plain SQL, so every backend accepts it."""
-
-    def __init__(self, values: dict[int, Any], output_field: Any) -> None:
-        super().__init__(output_field=output_field)
-        self.values = values
-
-    # A list of params, which every supported Django's compiler takes (Django
-    # 6's stubs declare a tuple).
-    def as_sql(self, compiler: Any, connection: Any) -> tuple[str, list[Any]]:  # type: ignore[override]
-        field, params = self.output_field, []
-        if isinstance(field, DateTimeField):
-            # Aware datetimes straight to the backend's adapter: the field's
-            # full preparation per value showed in the worker's profile.
-            adapt = connection.ops.adapt_datetimefield_value
-            for pk, value in self.values.items():
-                params += [pk, adapt(value)]
-        else:
-            for pk, value in self.values.items():
-                params += [pk, field.get_db_prep_save(value, connection)]
-        pk_column = connection.ops.quote_name(compiler.query.model._meta.pk.column)
-        whens = " ".join(["WHEN %s THEN %s"] * len(self.values))
-        return f"CASE {pk_column} {whens} END", params

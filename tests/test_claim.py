@@ -161,6 +161,26 @@ def test_still_held_answers_for_the_owners_jobs_and_extends_only_their_leases():
     assert lost.lease_expires_at < timezone.now() + timedelta(seconds=5)
 
 
+def test_claimed_jobs_are_the_instances_the_orm_would_load_for_the_row():
+    # The claim builds its instances without Model.__init__ (transitions/instances.py).
+    from django.db.models.signals import post_init, pre_init
+
+    assert not pre_init.has_listeners(Job) and not post_init.has_listeners(Job), (
+        "a receiver of Job's pre_init or post_init would not hear the claim's instances"
+    )
+    make(run_after=timezone.now() - timedelta(seconds=1), priority=7, kwargs={"é": [1, {"x": None}]})
+    Job.objects.filter(pk=make(1, args=[1, "two"])[0].pk).update(errors=[{"at": "then"}])
+    claimed = Job.objects.claim("w1", limit=5)
+    for job in claimed:
+        loaded = Job.objects.get(pk=job.pk)
+        for field in Job._meta.concrete_fields:
+            assert getattr(job, field.attname) == getattr(loaded, field.attname), field.name
+        assert job._state.db == loaded._state.db and job._state.adding is False
+    claimed[0].progress_message = "saved like any instance"
+    claimed[0].save(update_fields=["progress_message"])
+    assert Job.objects.get(pk=claimed[0].pk).progress_message == "saved like any instance"
+
+
 def test_claim_costs_a_fixed_number_of_queries_whatever_the_batch_size():
     make(50)
     with CaptureQueriesContext(connection) as small:

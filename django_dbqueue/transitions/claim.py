@@ -16,7 +16,9 @@ from ..candidates import first_free
 from ..clock import DbNow
 from ..db import lock_if_serialised, retry_on_conflict
 from ..payload import as_list
+from .instances import loaded
 from .rows import DEFAULT_LEASE, READY, RUNNING, JobRows
+from .updates import RowUpdate
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -68,7 +70,7 @@ class ClaimQuerySet(JobRows):
         with transaction.atomic(using=self.db):
             lock_if_serialised(self.db, self.model._meta.db_table)
             locked = candidates.annotate(db_now=DbNow()).select_for_update(skip_locked=True)
-            batch = _claimable(sorted(locked[:limit] if limit else locked, key=_claim_key))
+            batch = _claimable(sorted(loaded(locked[:limit] if limit else locked, "db_now"), key=_claim_key))
             if batch:
                 _mark_claimed(rows, batch, owner, lease)
         return batch
@@ -185,7 +187,10 @@ def _mark_claimed(rows: models.QuerySet, batch: list[Job], owner: str, lease: fl
             last_attempted_at=now,
             worker_ids=[*as_list(job.worker_ids), owner],
         )
-    rows.filter(pk__in=[job.pk for job in batch]).update(**changes)
+    update = RowUpdate(rows.model, rows.db)
+    for name, value in changes.items():
+        update.set(name, value)
+    update.run([job.pk for job in batch])
     for job in batch:
         for name, value in changes.items():
             setattr(job, name, value)

@@ -8,20 +8,20 @@ Every outcome that finishes a job clears its ``unique_key`` and its
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import models, transaction
-from django.db.models import F
+from django.db import transaction
 
 from ..clock import DbNow
-from ..db import ValueByPk
 from ..payload import as_list, bounded_errors
 from ..status import Status
 from ..workflows.completion import jobs_finished, members_finished
 from .rows import READY, RUNNING, JobRows
+from .updates import RowUpdate
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -75,7 +75,7 @@ class OutcomeQuerySet(JobRows):
         if outcome.status == READY:
             updated = rows.update(**changes)
         else:
-            updated = self._finish(rows, changes, [job])
+            updated = self._finish(lambda **only: rows.filter(**only).update(**changes), [job])
         changes.pop("run_after", None)  # an expression; the row has the value
         for name, value in changes.items():
             setattr(job, name, value)
@@ -87,54 +87,57 @@ class OutcomeQuerySet(JobRows):
         first = group[0].job
         started = {s.job.pk: s.job.started_at or s.started for s in group}
         values = {s.job.pk: s.return_value for s in group}
-        changes: dict[str, Any] = {
-            "status": Status.SUCCESSFUL,
-            # Batches hold no suspects, so every one of these counts its attempt here.
-            "attempts": F("attempts") + 1,
-            "started_at": ValueByPk(started, models.DateTimeField()),
-            "last_attempted_at": ValueByPk({s.job.pk: s.started for s in group}, models.DateTimeField()),
-            "finished_at": ValueByPk({s.job.pk: s.finished for s in group}, models.DateTimeField()),
-            "worker_ids": [*as_list(first.worker_ids), owner],
-            "owner": None,
-            "lease_expires_at": None,
-            "suspect": False,
-            "unique_key": None,  # finished: the key is free (unique.py)
-            "cancel_requested_at": None,  # a request that came too late is moot
-            # PostgreSQL cannot type a CASE of bare NULLs; all None is the common case.
-            "return_value": None
-            if all(v is None for v in values.values())
-            else ValueByPk(values, models.JSONField()),
-        }
+        worker_ids = [*as_list(first.worker_ids), owner]
+        update = RowUpdate(self.model, self.db)
+        update.set("status", Status.SUCCESSFUL)
+        # Batches hold no suspects, so every one of these counts its attempt here.
+        update.set_sql("attempts", f"{update.column('attempts')} + 1")
+        update.set_by_pk("started_at", started)
+        update.set_by_pk("last_attempted_at", {s.job.pk: s.started for s in group})
+        update.set_by_pk("finished_at", {s.job.pk: s.finished for s in group})
+        update.set("worker_ids", worker_ids)
+        for name in ("owner", "lease_expires_at", "unique_key", "cancel_requested_at"):
+            # unique_key: finished, the key is free (unique.py); a cancel
+            # request that came too late is moot.
+            update.set(name, None)
+        update.set("suspect", False)
+        if any(value is not None for value in values.values()):
+            update.set_by_pk("return_value", values)
+        else:  # PostgreSQL cannot type a CASE of bare NULLs; all None is the common case
+            update.set("return_value", None)
         # The caller retries conflicts and outages (it holds the outcomes meanwhile).
-        rows = self.filter(pk__in=list(started), owner=owner, status=RUNNING)
-        updated = self._finish(rows, changes, [s.job for s in group])
+        ids = list(started)
+        jobs = [s.job for s in group]
+        updated = self._finish(lambda **only: update.run(ids, owner=owner, status=RUNNING, **only), jobs)
         for s in group:
             job = s.job
             job.status, job.attempts, job.return_value = Status.SUCCESSFUL, job.attempts + 1, s.return_value
             job.started_at, job.last_attempted_at, job.finished_at = started[job.pk], s.started, s.finished
-            job.worker_ids = changes["worker_ids"]
+            job.worker_ids = worker_ids
             job.owner = job.lease_expires_at = None
         return updated
 
-    def _finish(self, rows: OutcomeQuerySet, changes: dict[str, Any], jobs: list[Job]) -> int:
-        """The UPDATE that finishes ``rows``, and what it sets off in workflows
-        (workflows/completion.py) in the same transaction. The UPDATE is
-        conditioned on ``has_dependants`` still being false unless a job had
-        dependants when claimed: a plain job costs one UPDATE as before, a
-        batch member that UPDATE and its batch's check. A dependant added
-        since the claim makes the UPDATE match fewer rows, and the outcome
-        is then written the full way (which also covers a lease lost meanwhile)."""
+    def _finish(self, write: Callable[..., int], jobs: list[Job]) -> int:
+        """The UPDATE that finishes ``jobs`` (``write(**conditions)`` runs it,
+        on the rows that also match ``conditions``), and what it sets off in
+        workflows (workflows/completion.py) in the same transaction. The
+        UPDATE is conditioned on ``has_dependants`` still being false unless
+        a job had dependants when claimed: a plain job costs one UPDATE as
+        before, a batch member that UPDATE and its batch's check. A
+        dependant added since the claim makes the UPDATE match fewer rows,
+        and the outcome is then written the full way (which also covers a
+        lease lost meanwhile)."""
         batches = sorted({job.batch_id for job in jobs if job.batch_id is not None})
         with transaction.atomic(using=self.db) if batches else nullcontext():
             updated = 0
             if not any(job.has_dependants for job in jobs):
-                updated = rows.filter(has_dependants=False).update(**changes)
+                updated = write(has_dependants=False)
                 if updated == len(jobs):
                     if batches:
                         members_finished(self.db, batches)
                     return updated
             with transaction.atomic(using=self.db):
-                updated += rows.update(**changes)
+                updated += write()
                 jobs_finished(self.db, [job.pk for job in jobs])
         return updated
 

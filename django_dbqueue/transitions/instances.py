@@ -1,0 +1,44 @@
+"""Claimed rows as :class:`~django_dbqueue.models.Job` instances, built
+without ``Model.__init__``.
+
+A worker builds one instance per job it claims. Django's own path
+(``Model.from_db``, then ``__init__`` walking every field for its
+default, descriptor and signals) took about an eighth of a worker's CPU
+in a profile of no-op jobs. The values are read as tuples, through the
+same converters Django applies (time zones, the tolerant JSON decoder),
+and set on a bare instance: what ``from_db`` leaves behind for a row read
+with every column, without the work of getting there. No model signal is
+lost: ``pre_init`` and ``post_init`` have no receiver for Job (a test says
+so), and claiming never sent ``pre_save`` or ``post_save``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.db.models.base import ModelState
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
+
+    from ..models import Job
+
+
+def loaded(rows: QuerySet[Any, Any], *annotations: str) -> list[Job]:
+    """The jobs ``rows`` selects, every column loaded, with ``annotations``
+    (names the queryset annotates) set as attributes too."""
+    model: Any = rows.model
+    names = [*attnames(model), *annotations]
+    db = rows.db
+    jobs = []
+    for values in rows.values_list(*names):
+        job = model.__new__(model)
+        job.__dict__.update(zip(names, values, strict=True))
+        state = job._state = ModelState()
+        state.adding, state.db = False, db
+        jobs.append(job)
+    return jobs
+
+
+def attnames(model: Any) -> list[str]:
+    return [field.attname for field in model._meta.concrete_fields]

@@ -1,0 +1,87 @@
+"""An UPDATE of job rows by primary key, written as SQL rather than
+compiled by the ORM: the claim's mark and the batched success write, one
+statement each per batch.
+
+In a profile of a worker draining no-op jobs, compiling those two
+``QuerySet.update()`` calls (an ``IN`` of 200 ids, each prepared as a
+lookup value, and three ``CASE`` expressions of 200 branches) took more
+CPU than the database spent running them. Here each value is prepared by
+its field once (a JSON list for PostgreSQL's ``jsonb``, a datetime for the
+backend), ids go in as they are, and the statement is plain SQL that
+MariaDB, MySQL, PostgreSQL and SQLite all take.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import connections
+from django.db.models import DateTimeField
+
+
+class RowUpdate:
+    """``UPDATE <model's table> SET ... WHERE pk IN (ids) AND ...``, built up
+    by ``set`` (one value for every row), ``set_by_pk`` (a value per row),
+    ``set_sql`` (an expression), and run by ``run``."""
+
+    def __init__(self, model: Any, using: str) -> None:
+        self.model = model
+        self.using = using
+        self.connection = connections[using]
+        self.quote = self.connection.ops.quote_name
+        self.assignments: list[str] = []
+        self.params: list[Any] = []
+
+    def set(self, name: str, value: Any) -> RowUpdate:
+        field = self.model._meta.get_field(name)
+        if value is None:
+            self.assignments.append(f"{self.quote(field.column)} = NULL")
+        else:
+            self.assignments.append(f"{self.quote(field.column)} = %s")
+            self.params.append(field.get_db_prep_save(value, self.connection))
+        return self
+
+    def set_sql(self, name: str, sql: str) -> RowUpdate:
+        """``name = sql``, where ``sql`` may name the row's columns (quoted
+        with ``column()``) and holds no parameters."""
+        self.assignments.append(f"{self.column(name)} = {sql}")
+        return self
+
+    def set_by_pk(self, name: str, values: dict[int, Any]) -> RowUpdate:
+        """``name = CASE pk WHEN 1 THEN v1 WHEN 2 THEN v2 ... END``."""
+        field = self.model._meta.get_field(name)
+        if isinstance(field, DateTimeField):
+            # Aware datetimes straight to the backend's adapter: the field's
+            # full preparation per value showed in the worker's profile.
+            prepare = self.connection.ops.adapt_datetimefield_value
+        else:
+            prepare = lambda value: field.get_db_prep_save(value, self.connection)  # noqa: E731
+        for pk, value in values.items():
+            self.params += [pk, prepare(value)]
+        whens = " ".join(["WHEN %s THEN %s"] * len(values))
+        self.assignments.append(f"{self.quote(field.column)} = CASE {self.column('pk')} {whens} END")
+        return self
+
+    def column(self, name: str) -> str:
+        field = self.model._meta.pk if name == "pk" else self.model._meta.get_field(name)
+        return self.quote(field.column)
+
+    def run(self, ids: list[int], **conditions: Any) -> int:
+        """Run the UPDATE on the rows of ``ids`` that also match
+        ``conditions`` (``column=value`` equalities); returns the rows
+        it changed."""
+        if not ids:
+            return 0
+        where = [f"{self.column('pk')} IN ({', '.join(['%s'] * len(ids))})"]
+        params = [*self.params, *ids]
+        for name, value in conditions.items():
+            field = self.model._meta.get_field(name)
+            where.append(f"{self.quote(field.column)} = %s")
+            params.append(field.get_db_prep_value(value, self.connection))
+        sql = (
+            f"UPDATE {self.quote(self.model._meta.db_table)} SET {', '.join(self.assignments)} "
+            f"WHERE {' AND '.join(where)}"
+        )
+        with self.connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.rowcount
