@@ -7,7 +7,7 @@ default, descriptor and signals) took about an eighth of a worker's CPU
 in a profile of no-op jobs. The values are read as tuples, through the
 same converters Django applies (time zones, the tolerant JSON decoder),
 and set on a bare instance: what ``from_db`` leaves behind for a row read
-with every column, without the work of getting there. No model signal is
+with those columns, without the work of getting there. No model signal is
 lost: ``pre_init`` and ``post_init`` have no receiver for Job (a test says
 so), and claiming never sent ``pre_save`` or ``post_save``.
 """
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 
 def loaded(rows: QuerySet[Any, Any], *annotations: str) -> list[Job]:
-    """The jobs ``rows`` selects, every column loaded, with ``annotations``
-    (names the queryset annotates) set as attributes too."""
+    """The jobs ``rows`` selects, every column but UNREAD loaded, with
+    ``annotations`` (names the queryset annotates) set as attributes too."""
     model: Any = rows.model
     names = [*attnames(model), *annotations]
     db = rows.db
@@ -40,5 +40,10 @@ def loaded(rows: QuerySet[Any, Any], *annotations: str) -> list[Job]:
     return jobs
 
 
+# Read by no worker: earlier runs' summaries, up to transitions.MAX_HISTORY
+# of them. Left unread, it loads on first access, as a deferred field does.
+UNREAD = frozenset({"history"})
+
+
 def attnames(model: Any) -> list[str]:
-    return [field.attname for field in model._meta.concrete_fields]
+    return [field.attname for field in model._meta.concrete_fields if field.attname not in UNREAD]

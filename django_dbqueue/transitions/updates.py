@@ -56,9 +56,10 @@ class RowUpdate:
             prepare = self.connection.ops.adapt_datetimefield_value
         else:
             prepare = lambda value: field.get_db_prep_save(value, self.connection)  # noqa: E731
-        for pk, value in values.items():
-            self.params += [pk, prepare(value)]
-        whens = " ".join(["WHEN %s THEN %s"] * len(values))
+        # Ids are written into the SQL as digits (int() admits nothing else):
+        # escaping each as a parameter showed in the profile too.
+        whens = " ".join([f"WHEN {int(pk)} THEN %s" for pk in values])
+        self.params += [prepare(value) for value in values.values()]
         self.assignments.append(f"{self.quote(field.column)} = CASE {self.column('pk')} {whens} END")
         return self
 
@@ -72,8 +73,8 @@ class RowUpdate:
         it changed."""
         if not ids:
             return 0
-        where = [f"{self.column('pk')} IN ({', '.join(['%s'] * len(ids))})"]
-        params = [*self.params, *ids]
+        where = [f"{self.column('pk')} IN ({', '.join(str(int(pk)) for pk in ids)})"]
+        params = list(self.params)
         for name, value in conditions.items():
             field = self.model._meta.get_field(name)
             where.append(f"{self.quote(field.column)} = %s")
