@@ -14,7 +14,16 @@ from typing import Any
 from ..exceptions import JobCancelled, TaskResultNotLoadable
 from ..options import QueueOptions
 from ..payload import as_list
-from ..tasks_api import Task, TaskError, TaskResult, TaskResultDoesNotExist, TaskResultStatus
+from ..routing import home_backend, result_prefix, split_result_id
+from ..tasks_api import (
+    InvalidTaskBackend,
+    Task,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task_backends,
+)
 from .loading import load_task
 from .validation import task_module_allowed
 
@@ -93,6 +102,8 @@ class ResultView:
 
     alias: str
     config: QueueOptions
+    # What result ids start with (routing.result_prefix); None until the first one.
+    _result_prefix: str | None = None
 
     @property
     def database(self) -> str:
@@ -102,9 +113,17 @@ class ResultView:
         raise NotImplementedError
 
     def get_result(self, result_id: str) -> JobResult:
+        """The job of ``result_id``, whichever backend made it: a bare id
+        is a job on the home database, ``"alias:17"`` one on the backend
+        ``alias``'s (routing.py)."""
+        alias, pk = split_result_id(result_id)
+        if alias is None and self.result_id(""):  # a prefix: this backend is not on the home database
+            return home_backend().get_result(result_id)
+        if alias is not None and alias != self.alias:
+            return self._backend_of(alias, result_id).get_result(result_id)
         Job = self.job_model()
         try:
-            job = Job.objects.using(self.database).get(pk=int(result_id))
+            job = Job.objects.using(self.database).get(pk=int(pk))
         except (ValueError, TypeError, Job.DoesNotExist):
             raise TaskResultDoesNotExist(f"No job with id {result_id!r}.") from None
         try:
@@ -114,6 +133,24 @@ class ResultView:
                 f"The job {job.pk} exists, but get_result() cannot return it without its task: {exc}"
             ) from exc
         return self.to_result(job, task)
+
+    def _backend_of(self, alias: str, result_id: str) -> ResultView:
+        try:
+            backend = task_backends[alias]
+        except InvalidTaskBackend:
+            backend = None
+        if not isinstance(backend, ResultView):
+            raise TaskResultDoesNotExist(
+                f"No job with id {result_id!r}: its id names the task backend {alias!r}, which is not "
+                "a django_dbqueue backend in settings.TASKS."
+            )
+        return backend
+
+    def result_id(self, pk: object) -> str:
+        """The result id of this backend's job ``pk``."""
+        if self._result_prefix is None:
+            self._result_prefix = result_prefix(self.alias, self.database)
+        return f"{self._result_prefix}{pk}"
 
     def to_result(self, job: Any, task: Task | None = None) -> JobResult:
         """The django.tasks view of a Job row. Its ``task`` is ``task`` (by
@@ -144,7 +181,7 @@ class ResultView:
                 )
         result = JobResult(
             task=self._task_as_stored(task, job),
-            id=str(job.pk),
+            id=self.result_id(job.pk),
             status=status,
             enqueued_at=job.enqueued_at,
             started_at=job.started_at,

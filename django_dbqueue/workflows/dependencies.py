@@ -22,6 +22,7 @@ from typing import Any
 
 from django.db import transaction
 
+from ..routing import split_result_id
 from ..status import FINISHED, Status
 from ..tasks_api import TaskResult
 from .calls import Call, as_call
@@ -39,7 +40,8 @@ def parent_ids(depends_on: Any) -> list[tuple[str, int]]:
     parents: list[tuple[str, int]] = []
     for value in values:
         if isinstance(value, TaskResult):
-            parents.append(("job", int(value.id)))
+            # A job off the home database has the id "alias:17" (routing.py).
+            parents.append(("job", int(split_result_id(value.id)[1])))
         elif hasattr(value, "counts") and hasattr(value, "seal"):  # a BatchHandle
             parents.append(("batch", int(value.id)))
         elif isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).isdigit():

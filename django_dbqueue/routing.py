@@ -1,0 +1,92 @@
+"""Queues on several database servers: one ``TASKS`` backend per server.
+
+A claim is one transaction on one server, so everything that decides what
+runs (claims, leases, unique keys, concurrency limits, pauses, schedules,
+retention) lives where the backend's ``OPTIONS["DATABASE"]`` points. A site
+with several servers configures one backend per server and routes each
+enqueue with Django's own means: ``@task(backend="reports")`` for a task
+that always goes there, ``task.using(backend=alias).enqueue(...)`` for a
+rule decided per call (a tenant's server, say). See docs/clusters.md,
+"Several servers".
+
+Job ids are each server's own AUTO_INCREMENT, so two servers both have a
+job 17. A result id therefore names its backend unless the job is on the
+*home* database (the one the default task backend uses): ``"17"`` there,
+as for every single-server site, and ``"reports:17"`` on the backend
+``reports`` elsewhere. Any of the site's backends finds a job from such an
+id alone; a bare id means the backend's own database.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.db import DEFAULT_DB_ALIAS
+
+from .tasks_api import DEFAULT_TASK_BACKEND_ALIAS, InvalidTaskBackend, task_backends
+
+if TYPE_CHECKING:
+    from .backend import DatabaseBackend
+
+# Between a backend's alias and the job's id in a result id: "reports:17".
+SEPARATOR = ":"
+
+
+def queue_backends() -> list[DatabaseBackend]:
+    """The configured django_dbqueue backends, the default alias first,
+    the others in the order of ``TASKS``."""
+    from .backend import DatabaseBackend
+
+    found = []
+    for alias in task_backends.settings:
+        try:
+            backend = task_backends[alias]
+        except InvalidTaskBackend:
+            continue  # another app's misconfiguration; Django's own check reports it
+        if isinstance(backend, DatabaseBackend):
+            found.append(backend)
+    return sorted(found, key=lambda backend: backend.alias != DEFAULT_TASK_BACKEND_ALIAS)
+
+
+def home_database() -> str:
+    """The database whose jobs have bare result ids: the default task
+    backend's if it is a django_dbqueue one, else the first of them in
+    ``TASKS``; ``default`` when none is configured."""
+    backends = queue_backends()
+    return backends[0].database if backends else DEFAULT_DB_ALIAS
+
+
+def home_backend() -> DatabaseBackend:
+    """The backend that reads the jobs of bare result ids: the first of
+    queue_backends(), whose database is the home one."""
+    backends = queue_backends()
+    if not backends:
+        raise LookupError("settings.TASKS has no django_dbqueue.backend.DatabaseBackend backend.")
+    return backends[0]
+
+
+def queue_databases() -> list[str]:
+    """Each database some django_dbqueue backend keeps jobs in, the home one first."""
+    return list(dict.fromkeys(backend.database for backend in queue_backends()))
+
+
+def result_prefix(alias: str, database: str) -> str:
+    """What goes before a job's id in the result ids of the backend
+    ``alias`` on ``database``: nothing on the home database, ``"alias:"``
+    on any other."""
+    return "" if database == home_database() else f"{alias}{SEPARATOR}"
+
+
+def split_result_id(result_id: object) -> tuple[str | None, str]:
+    """``"reports:17"`` as ``("reports", "17")``; a bare ``"17"`` as ``(None, "17")``."""
+    text = str(result_id)
+    alias, separator, pk = text.rpartition(SEPARATOR)
+    return (alias, pk) if separator else (None, text)
+
+
+def backends_by_database() -> dict[str, list[DatabaseBackend]]:
+    """The django_dbqueue backends grouped by the database they use, home first."""
+    groups: dict[str, list[DatabaseBackend]] = {}
+    for backend in queue_backends():
+        groups.setdefault(backend.database, []).append(backend)
+    return groups
