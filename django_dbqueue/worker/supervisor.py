@@ -90,6 +90,7 @@ class Supervisor:
         self.state = SharedState(processes, self.context)
         self.children = [WorkerProcess(index=i) for i in range(processes)]
         self.heartbeat: Any = None
+        self.status: StatusLine  # from start()
         self.signals = 0
         self.forced = False
         self.forced_at: float | None = None  # elapsed clock: when the forced stop was asked
@@ -104,22 +105,33 @@ class Supervisor:
         }
         previous[signal.SIGQUIT] = signal.signal(signal.SIGQUIT, self._on_force)
         try:
-            self._start_heartbeat()
-            for child in self.children:
-                self._start(child)
-            status = StatusLine(self)
-            while not self._all_exited():
+            self.start()
+            while not self.all_exited():
                 time.sleep(TICK)
-                self._kill_stuck()
-                self._force_workers()
-                self._reap()
-                self._watch_heartbeat()
-                status.maybe_log()
-            status.summary()
+                self.tick()
+            self.status.summary()
         finally:
-            self._stop_heartbeat()
+            self.stop_heartbeat()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+        return self.exit_code()
+
+    # start(), tick() and exit_code() are run()'s parts, for a group of
+    # supervisors that one process runs (group.py, runqueue with several --backend).
+    def start(self) -> None:
+        self._start_heartbeat()
+        for child in self.children:
+            self._start(child)
+        self.status = StatusLine(self)
+
+    def tick(self) -> None:
+        self._kill_stuck()
+        self._force_workers()
+        self._reap()
+        self._watch_heartbeat()
+        self.status.maybe_log()
+
+    def exit_code(self) -> int:
         return 0 if all(child.clean for child in self.children) and not self.forced else 1
 
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -159,7 +171,7 @@ class Supervisor:
             logger.error("The heartbeat process exited with code %s; restarting it.", self.heartbeat.exitcode)
             self._start_heartbeat()
 
-    def _stop_heartbeat(self) -> None:
+    def stop_heartbeat(self) -> None:
         if self.heartbeat is None:
             return
         self.state.heartbeat_stop.value = 1
@@ -280,7 +292,7 @@ class Supervisor:
                 self.restarts += 1
                 self._start(child)
 
-    def _all_exited(self) -> bool:
+    def all_exited(self) -> bool:
         return all(child.done for child in self.children)
 
     def totals(self) -> tuple[int, int]:

@@ -15,6 +15,7 @@ from django_dbqueue.backend import DatabaseBackend
 from django_dbqueue.db import DB_ERRORS, is_outage
 from django_dbqueue.operations.pausing import UnknownQueue, check_queue
 from django_dbqueue.operations.stats import Snapshot, snapshot
+from django_dbqueue.routing import queue_backends
 from django_dbqueue.schema import not_migrated_message, unapplied_migrations
 from django_dbqueue.tasks_api import DEFAULT_TASK_BACKEND_ALIAS, InvalidTaskBackend, task_backends
 
@@ -23,6 +24,12 @@ def add_backend_argument(parser: CommandParser) -> None:
     parser.add_argument(
         "--backend", default=DEFAULT_TASK_BACKEND_ALIAS, help="TASKS alias (default 'default')."
     )
+
+
+def backend_aliases(value: str | list[str] | None) -> list[str]:
+    """A repeatable ``--backend``'s aliases, each once; a plain string too,
+    as ``call_command(..., backend="x")`` passes it."""
+    return list(dict.fromkeys([value] if isinstance(value, str) else value or []))
 
 
 def queue_backend(alias: str, command: str = "this command") -> DatabaseBackend:
@@ -66,11 +73,20 @@ def positive(text: str) -> float:
     return value
 
 
-def add_snapshot_arguments(parser: CommandParser, minutes_help: str) -> None:
-    """``--minutes`` (the window), ``--queue`` (repeatable) and ``--backend``."""
+def add_snapshot_arguments(parser: CommandParser, minutes_help: str, several: bool = False) -> None:
+    """``--minutes`` (the window), ``--queue`` (repeatable) and ``--backend``
+    (with ``several``: repeatable, and every backend when left out)."""
     parser.add_argument("--minutes", type=positive, default=5.0, help=minutes_help)
     parser.add_argument("--queue", action="append", dest="queues", metavar="NAME", help="Only this queue.")
-    add_backend_argument(parser)
+    if not several:
+        add_backend_argument(parser)
+        return
+    parser.add_argument(
+        "--backend",
+        action="append",
+        metavar="ALIAS",
+        help="TASKS alias; repeat for several (default: every django_dbqueue backend).",
+    )
 
 
 def snapshot_backend(options: dict[str, Any]) -> DatabaseBackend:
@@ -82,6 +98,31 @@ def snapshot_backend(options: dict[str, Any]) -> DatabaseBackend:
         except UnknownQueue as exc:
             raise CommandError(str(exc)) from exc
     return backend
+
+
+def snapshot_backends(options: dict[str, Any]) -> list[DatabaseBackend]:
+    """The backends of ``--backend`` (default: every django_dbqueue backend),
+    once every ``--queue`` is a queue of one of them."""
+    if aliases := backend_aliases(options["backend"]):
+        backends = [queue_backend(alias) for alias in aliases]
+    else:
+        backends = [queue_backend(backend.alias) for backend in queue_backends()]
+        if not backends:
+            raise CommandError(
+                "settings.TASKS has no django_dbqueue.backend.DatabaseBackend backend, so there "
+                "is no queue to show."
+            )
+    for name in options["queues"] or ():
+        problems = []
+        for backend in backends:
+            try:
+                check_queue(backend, name)
+                break
+            except UnknownQueue as exc:
+                problems.append(str(exc))
+        else:
+            raise CommandError(" ".join(problems))
+    return backends
 
 
 def read_snapshot(

@@ -7,10 +7,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_dbqueue.backend import DatabaseBackend
 from django_dbqueue.worker import Supervisor
+from django_dbqueue.worker.group import SupervisorGroup
 
 from ...options import MAX_BATCH_SIZE
 from ...tasks_api import DEFAULT_TASK_BACKEND_ALIAS
-from ._common import queue_backend, require_schema
+from ._common import backend_aliases, queue_backend, require_schema
 
 MAX_PROCESSES = 256
 
@@ -39,7 +40,13 @@ class Command(BaseCommand):
             help="On SIGTERM, let the job in hand run this long, then interrupt it at its next checkpoint "
             "and give it back, its attempt unspent; 'none': wait for it (default: OPTIONS STOP_TIMEOUT).",
         )
-        parser.add_argument("--backend", default=DEFAULT_TASK_BACKEND_ALIAS, help="TASKS alias to serve.")
+        parser.add_argument(
+            "--backend",
+            action="append",
+            metavar="ALIAS",
+            help="TASKS alias to serve (default 'default'); repeat for several, each with its own "
+            "--processes worker processes, as for queues on several database servers.",
+        )
         parser.add_argument(
             "--metrics-port",
             type=int,
@@ -51,48 +58,80 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        backend = queue_backend(options["backend"], "runqueue")
-        # Even under --skip-checks: without its tables every worker would crash in a loop.
-        require_schema(backend)
+        aliases = backend_aliases(options["backend"]) or [DEFAULT_TASK_BACKEND_ALIAS]
+        backends = [queue_backend(alias, "runqueue") for alias in aliases]
+        for backend in backends:
+            # Even under --skip-checks: without its tables every worker would crash in a loop.
+            require_schema(backend)
         if not options.get("skip_checks"):
             # Django's own run of the checks leaves out the database's;
             # the queue's database is the one thing a worker cannot do without.
-            self.check(databases=[backend.database])
-        queues = self._queues(backend, options["queues"])
+            self.check(databases=list(dict.fromkeys(backend.database for backend in backends)))
+        queues = served_queues(backends, options["queues"])
         processes = _in_range("--processes", options["processes"], 1, MAX_PROCESSES)
-        # Not `or`: --batch 0 must be refused, not quietly replaced by the default.
-        batch = options["batch"] if options["batch"] is not None else backend.config.BATCH_SIZE
-        batch = _in_range("--batch", batch, 1, MAX_BATCH_SIZE)
+        if options["metrics_port"] is not None and len(backends) > 1:
+            raise CommandError(
+                "--metrics-port serves the metrics of one backend: run one runqueue per backend to "
+                "serve each backend's metrics."
+            )
         _configure_logging(options["verbosity"])
-        supervisor = Supervisor(
-            backend.alias,
-            queues,
-            processes=processes,
-            batch=batch,
-            burst=options["burst"],
-            stop_timeout=options["stop_timeout"],
-        )
+        supervisors = [
+            Supervisor(
+                backend.alias,
+                queues[backend.alias],
+                processes=processes,
+                batch=self._batch(backend, options["batch"]),
+                burst=options["burst"],
+                stop_timeout=options["stop_timeout"],
+            )
+            for backend in backends
+        ]
         if options["metrics_port"] is not None:
-            _serve_metrics(backend, supervisor, options["metrics_port"], options["metrics_addr"])
-        code = supervisor.run()
+            _serve_metrics(backends[0], supervisors[0], options["metrics_port"], options["metrics_addr"])
+        code = supervisors[0].run() if len(supervisors) == 1 else SupervisorGroup(supervisors).run()
         if code:
             sys.exit(code)
 
-    def _queues(self, backend: DatabaseBackend, wanted: list[str] | None) -> list[str]:
-        if not wanted and not backend.queues:
-            raise CommandError(
-                f"The backend {backend.alias!r} accepts any queue name (its QUEUES is empty), so "
-                "runqueue cannot tell which queues to serve: name them with --queue."
+    def _batch(self, backend: DatabaseBackend, batch: int | None) -> int:
+        # Not `or`: --batch 0 must be refused, not quietly replaced by the default.
+        return _in_range(
+            "--batch", batch if batch is not None else backend.config.BATCH_SIZE, 1, MAX_BATCH_SIZE
+        )
+
+
+def served_queues(backends: list[DatabaseBackend], wanted: list[str] | None) -> dict[str, list[str]]:
+    """The queues each backend serves, by alias: every ``--queue`` that the
+    backend's QUEUES lists (any of them when its QUEUES is empty), or by
+    default all of its QUEUES."""
+    if not wanted:
+        for backend in backends:
+            if not backend.queues:
+                raise CommandError(
+                    f"The backend {backend.alias!r} accepts any queue name (its QUEUES is empty), so "
+                    "runqueue cannot tell which queues to serve: name them with --queue."
+                )
+        return {backend.alias: sorted(backend.queues) for backend in backends}
+    wanted = list(dict.fromkeys(wanted))
+    served = {
+        backend.alias: [q for q in wanted if not backend.queues or q in backend.queues]
+        for backend in backends
+    }
+    unknown = [q for q in wanted if not any(q in names for names in served.values())]
+    if unknown:
+        if len(backends) == 1:
+            where = f"backend {backends[0].alias!r}; its QUEUES are {', '.join(sorted(backends[0].queues))}"
+        else:
+            where = "the backends " + ", ".join(
+                f"{b.alias!r} (QUEUES {', '.join(sorted(b.queues))})" for b in backends
             )
-        if not wanted:
-            return sorted(backend.queues)
-        unknown = [name for name in wanted if backend.queues and name not in backend.queues]
-        if unknown:
-            raise CommandError(
-                f"Unknown queue {', '.join(map(repr, unknown))} for backend {backend.alias!r}; "
-                f"its QUEUES are {', '.join(sorted(backend.queues))}."
-            )
-        return list(dict.fromkeys(wanted))
+        raise CommandError(f"Unknown queue {', '.join(map(repr, unknown))} for {where}.")
+    idle = [alias for alias, names in served.items() if not names]
+    if idle:
+        raise CommandError(
+            f"The backend {idle[0]!r} has none of the queues named by --queue in its QUEUES, so "
+            "runqueue would serve nothing there: name one of its queues, or leave that --backend out."
+        )
+    return served
 
 
 def _in_range(flag: str, value: int, low: int, high: int) -> int:
