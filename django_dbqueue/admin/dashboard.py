@@ -23,9 +23,9 @@ from django.urls import URLPattern, path, reverse
 from django.utils.safestring import SafeString
 
 from ..models import Dashboard, Status, Worker
-from ..operations.stats import Snapshot, snapshot
+from ..operations.stats import Snapshot, server_snapshots, server_title, snapshot
 from .chart import round_up, throughput_svg
-from .database import queue_lease
+from .database import queue_backends, queue_database, queue_lease
 from .pauses import may_pause
 from .readonly import ReadOnlyAdminMixin
 from .reads import admin_read_database, admin_replica_lag, read_from_text
@@ -136,7 +136,38 @@ def dashboard_view(job_admin: JobAdmin, request: HttpRequest) -> HttpResponse:
     if lag is not None:
         context["subtitle"] = read_from_text(lag)
         context["replica_lag"] = lag
+    context.update(other_servers(context["workers"] is not None))
     return TemplateResponse(request, "admin/django_dbqueue/dashboard.html", context)
+
+
+def other_servers(show_workers: bool) -> dict[str, Any]:
+    """The figures of the databases besides the admin's own, one section
+    each (``servers``), and the title of the admin's own (``home_title``)
+    when there are others. Their counts link nowhere and they have no
+    pause buttons: the lists and the pause view act on the admin's own."""
+    backends = queue_backends()
+    home = queue_database()
+    others = server_snapshots([b for b in backends if b.database != home], chart_minutes=MINUTES)
+    if not others:
+        return {}
+    sections = []
+    for server in others:
+        queues = queue_stats(server.snapshot)
+        total = totals(queues)
+        scale = round_up(max((n for queue in [*queues, total] for n in queue.per_minute), default=0))
+        for queue in [*queues, total]:
+            queue.scale = scale
+        sections.append(
+            {
+                "title": server.title,
+                "queues": queues,
+                "total": total,
+                "workers": server.snapshot.workers if show_workers else None,
+                "replica": read_from_text(server.replica) if server.replica is not None else "",
+            }
+        )
+    home_title = server_title(home, [b.alias for b in backends if b.database == home])
+    return {"servers": sections, "home_title": home_title}
 
 
 def may_view_workers(job_admin: JobAdmin, request: HttpRequest) -> bool:

@@ -5,31 +5,17 @@ admin shows the jobs that enqueue() wrote and the workers claim."""
 from __future__ import annotations
 
 from django.core import checks
-from django.db import DEFAULT_DB_ALIAS
 
-from ..backend import DatabaseBackend
 from ..options import QueueOptions
-from ..tasks_api import DEFAULT_TASK_BACKEND_ALIAS, InvalidTaskBackend, task_backends
+from ..routing import home_database, queue_backends
 
-
-def queue_backends() -> list[DatabaseBackend]:
-    """The configured django_dbqueue backends, the default alias first."""
-    found = []
-    for alias in task_backends.settings:
-        try:
-            backend = task_backends[alias]
-        except InvalidTaskBackend:
-            continue  # another app's misconfiguration; Django's own check reports it
-        if isinstance(backend, DatabaseBackend):
-            found.append(backend)
-    return sorted(found, key=lambda backend: backend.alias != DEFAULT_TASK_BACKEND_ALIAS)
+__all__ = ["check_one_database", "queue_backends", "queue_database", "queue_lease"]
 
 
 def queue_database() -> str:
     """The database of the default task backend if it is ours, else of the
     first of ours in TASKS; ``default`` when none is configured."""
-    backends = queue_backends()
-    return backends[0].database if backends else DEFAULT_DB_ALIAS
+    return home_database()
 
 
 def queue_lease() -> float:
@@ -41,7 +27,7 @@ def queue_lease() -> float:
 
 
 def check_one_database() -> list[checks.CheckMessage]:
-    """The admin shows one database: say so when the backends use several."""
+    """The job and worker lists show one database: say so when the backends use several."""
     backends = queue_backends()
     databases = sorted({backend.database for backend in backends})
     if len(databases) < 2:
@@ -51,10 +37,11 @@ def check_one_database() -> list[checks.CheckMessage]:
     return [
         checks.Warning(
             f"The django_dbqueue backends use the databases {', '.join(map(repr, databases))}, "
-            f"but the admin shows the jobs of one database only: {shown!r}. Jobs in {hidden} "
-            "do not appear in the admin.",
+            f"but the admin shows the jobs of one database only: {shown!r}, in its job, batch and "
+            f"worker lists. Jobs in {hidden} appear in its dashboard and in queuestats, not in "
+            "those lists.",
             hint="Point every django_dbqueue backend at one DATABASE, or look at the other "
-            "databases' jobs with Job.objects.using(alias).",
+            "databases' jobs with Job.objects.using(alias) or the task backend's get_result().",
             id="django_dbqueue.W101",
         )
     ]

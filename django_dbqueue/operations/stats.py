@@ -15,14 +15,18 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import Count, Min, QuerySet
 from django.db.models.functions import TruncMinute
 
 from ..clock import read_database_now
+from ..replica import ReplicaLag, lag_of, read_database
 from ..status import Status
 from .pausing import paused_queues
+
+if TYPE_CHECKING:
+    from ..backend import DatabaseBackend
 
 
 @dataclass
@@ -152,6 +156,62 @@ def snapshot(
         for w in alive.order_by("host", "pid")
     ]
     return Snapshot(now, minutes, sorted(figures.values(), key=lambda q: q.name), workers)
+
+
+@dataclass
+class ServerFigures:
+    """One database's snapshot, for the pages that show every server's
+    queues: the queue's ``database``, the ``backends`` (TASKS aliases) that
+    keep jobs there, and the lag of the replica it was read from (None:
+    read from ``database`` itself)."""
+
+    database: str
+    backends: list[str]
+    snapshot: Snapshot
+    replica: ReplicaLag | None = None
+
+    @property
+    def title(self) -> str:
+        return server_title(self.database, self.backends)
+
+
+def server_title(database: str, backends: Sequence[str]) -> str:
+    """``Database 'eu' (task backend 'eu')``: how the pages that show several name one."""
+    names = ", ".join(repr(alias) for alias in backends)
+    return f"Database {database!r} (task backend{'s' if len(backends) > 1 else ''} {names})"
+
+
+def server_snapshots(
+    backends: Sequence[DatabaseBackend],
+    *,
+    minutes: float = 5.0,
+    queues: list[str] | None = None,
+    chart_minutes: int = 0,
+) -> list[ServerFigures]:
+    """A snapshot per database that ``backends`` keep jobs in, in their
+    order, each read from its READ_DATABASE when set. With ``queues``, each
+    database shows those of them its backends serve, and a database that
+    serves none is left out."""
+    groups: dict[str, list[DatabaseBackend]] = {}
+    for backend in backends:
+        groups.setdefault(backend.database, []).append(backend)
+    found = []
+    for database, group in groups.items():
+        wanted = queues
+        if queues is not None:
+            wanted = [q for q in queues if any(not b.queues or q in b.queues for b in group)]
+            if not wanted:
+                continue
+        snap = snapshot(
+            read_database(group[0]),
+            minutes=minutes,
+            queues=wanted,
+            alive_within=max(b.config.LEASE_SECONDS for b in group),
+            configured=sorted({q for b in group for q in b.queues}),
+            chart_minutes=chart_minutes,
+        )
+        found.append(ServerFigures(database, [b.alias for b in group], snap, lag_of(group[0])))
+    return found
 
 
 def _finished_by_minute(jobs: QuerySet, now: datetime, minutes: int) -> list[tuple[str, int, int]]:

@@ -5,19 +5,19 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from django_dbqueue.backend import DatabaseBackend
-from django_dbqueue.operations.stats import Snapshot, snapshot
-from django_dbqueue.replica import ReplicaLag, lag_of, read_database
+from django_dbqueue.operations.stats import ServerFigures, Snapshot, server_snapshots
+from django_dbqueue.replica import ReplicaLag
 from django_dbqueue.status import Status
 
-from ._common import add_snapshot_arguments, positive, snapshot_backend
+from ._common import add_snapshot_arguments, positive, snapshot_backends
 
 
 class Command(BaseCommand):
     help = (
         "Print each queue's counts, lag (age of the oldest due job, by the database's clock), "
-        "throughput and failures over recent minutes, and the live workers; from OPTIONS "
-        "READ_DATABASE when set, with that replica's lag."
+        "throughput and failures over recent minutes, and the live workers, for every database "
+        "the django_dbqueue backends use (or those of --backend); from OPTIONS READ_DATABASE "
+        "when set, with that replica's lag."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -27,13 +27,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--watch", type=positive, metavar="SECONDS", help="Print again every SECONDS until interrupted."
         )
-        add_snapshot_arguments(parser, "The window of throughput and failures (default 5).")
+        add_snapshot_arguments(parser, "The window of throughput and failures (default 5).", several=True)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        backend = snapshot_backend(options)
+        backends = snapshot_backends(options)
         while True:
-            snap, lag = read_figures(backend, options)
-            self.stdout.write(json.dumps(as_json(snap, lag)) if options["json"] else render(snap, lag))
+            servers = server_snapshots(backends, minutes=options["minutes"], queues=options["queues"])
+            self.stdout.write(json.dumps(servers_json(servers)) if options["json"] else render_all(servers))
             self.stdout.flush()
             if not options["watch"]:
                 return
@@ -43,16 +43,24 @@ class Command(BaseCommand):
                 return
 
 
-def read_figures(backend: DatabaseBackend, options: dict[str, Any]) -> tuple[Snapshot, ReplicaLag | None]:
-    """The snapshot, from the read alias, and that replica's lag (None: no replica)."""
-    snap = snapshot(
-        read_database(backend),
-        minutes=options["minutes"],
-        queues=options["queues"],
-        alive_within=backend.config.LEASE_SECONDS,
-        configured=sorted(backend.queues),
-    )
-    return snap, lag_of(backend)
+def servers_json(servers: list[ServerFigures]) -> dict[str, Any]:
+    """One database: its snapshot's object, as on a single server; several:
+    ``{"servers": [...]}``, each with its ``database`` and ``backends``."""
+    if len(servers) == 1:
+        return as_json(servers[0].snapshot, servers[0].replica)
+    return {
+        "servers": [
+            {"database": s.database, "backends": s.backends, **as_json(s.snapshot, s.replica)}
+            for s in servers
+        ]
+    }
+
+
+def render_all(servers: list[ServerFigures]) -> str:
+    """One database: its table, as on a single server; several: each under its title."""
+    if len(servers) == 1:
+        return render(servers[0].snapshot, servers[0].replica)
+    return "\n\n".join(f"{s.title}\n{render(s.snapshot, s.replica)}" for s in servers)
 
 
 def as_json(snap: Snapshot, lag: ReplicaLag | None) -> dict[str, Any]:
