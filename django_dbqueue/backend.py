@@ -18,21 +18,20 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
 from .backend_checks import backend_messages, not_installed_message
-from .clock import DatabaseClock, as_stored
+from .clock import DatabaseClock
 from .db import retry_on_conflict
 from .enqueue.bulk import DEFAULT_BATCH_SIZE, Call, build_jobs, insert_jobs, results_for
 from .enqueue.inserting import insert_job
-from .enqueue.keys import call_keys, check_key_options
+from .enqueue.keys import check_key_options
+from .enqueue.plan import Plan, Plans
 from .enqueue.results import ResultView
 from .enqueue.tasks import DatabaseTask
 from .enqueue.unique import insert_or_holder
 from .enqueue.validation import check_arguments, task_module_allowed, validate_fields
 from .options import OptionsError, QueueOptions, database_problem, entry_problems
-from .payload import encode_arguments
 from .schema import schema_required
 from .tasks_api import BaseTaskBackend, InvalidTask, Task, TaskResult, task_enqueued
 from .workflows.calls import passed_results
-from .workflows.context import batch_fields
 
 
 class DatabaseBackend(ResultView, BaseTaskBackend):
@@ -44,6 +43,7 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
     rolls back with it."""
 
     task_class = DatabaseTask
+    _plans: Plans | None = None  # made at the first enqueue
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
@@ -97,16 +97,18 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         """Insert the job. Inside the caller's transaction it commits or rolls
         back with it; in autocommit mode a deadlocked INSERT is retried."""
-        self.check_enqueue(task)
-        job = self.build_job(task, args, kwargs, self.now())
+        plan = self.plan(task)
+        job = plan.job(args, kwargs, self.now())
         # A chain's step gets its parents' results first (workflows).
         check_arguments(task, [*passed_results(task), *job.args], job.kwargs)
-        return self.insert(job, task)
+        return self.insert(job, task, plan)
 
-    def insert(self, job: Any, task: Task) -> TaskResult:
+    def insert(self, job: Any, task: Task, plan: Plan | None = None) -> TaskResult:
         """Write one built job; with a unique key, the key's holder may come
         back instead (and no ``task_enqueued`` is sent for it). Before
-        ``migrate``: QueueNotMigrated, which says to run it."""
+        ``migrate``: QueueNotMigrated, which says to run it. With the
+        ``plan`` that made the job, its INSERT writes only what an enqueue
+        decides (enqueue/inserting.py)."""
         parents = getattr(task, "depends_on", ())
         if parents and job.unique_key is not None:
             raise InvalidTask(
@@ -123,7 +125,8 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
                 retry_on_conflict(lambda: insert_dependant(job, list(parents), self.database), self.database)
                 holder = job
             elif job.unique_key is None:
-                retry_on_conflict(lambda: insert_job(job, self.database), self.database)
+                values = plan.values(job) if plan is not None else None
+                retry_on_conflict(lambda: insert_job(job, self.database, values), self.database)
                 holder = job
             else:
                 on_duplicate = getattr(task, "on_duplicate", "return")
@@ -154,9 +157,23 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
     def check_enqueue(self, task: Task) -> None:
         """What every enqueue checks once per task: the backend's own config
         and the task itself."""
+        self.plan(task)
+
+    def plan(self, task: Task) -> Plan:
+        """What every enqueue of ``task`` shares (enqueue/plan.py), made once
+        the task passed :meth:`check_enqueue`'s checks. Kept per task object
+        once the app registry is ready: validate_task() checks the task's
+        module only then."""
+        plans = self._plans
+        if plans is None:
+            plans = self._plans = Plans(self)
+        plan = plans.get(task)
+        if plan is not None:
+            return plan
         if self.options_error:
             raise ImproperlyConfigured(self.options_error)
         self.validate_task(task)
+        return plans.make(task, keep=apps.apps_ready)
 
     def job_model(self) -> Any:
         try:
@@ -174,27 +191,10 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
         return self._clock.now()
 
     def build_job(self, task: Task, args: Any, kwargs: Any, now: datetime, keys: bool = True) -> Any:
-        """An unsaved Job for one call, its arguments checked as JSON; with
-        its unique and concurrency keys unless ``keys`` is false."""
-        Job = self.job_model()
-        # Key functions get the call's own arguments, as the task function would.
-        call = call_keys(task, args, kwargs) if keys else {}
-        args, kwargs = encode_arguments(args, kwargs, self.config.MAX_ARGUMENTS_BYTES)
-        return Job(
-            task_path=task.module_path,
-            queue_name=task.queue_name,
-            priority=task.priority,
-            args=args,
-            kwargs=kwargs,
-            # An aware run_after with USE_TZ = False: the local time it names.
-            run_after=as_stored(task.run_after) if task.run_after else now,
-            max_attempts=getattr(task, "max_attempts", None) or self.config.MAX_ATTEMPTS,
-            enqueued_at=now,
-            on_parent_failure=getattr(task, "on_parent_failure", "cancel"),
-            pass_result=getattr(task, "pass_result", False),
-            **batch_fields(self.database),
-            **call,
-        )
+        """An unsaved Job for one call of a checked task, its arguments
+        checked as JSON; with its unique and concurrency keys unless ``keys``
+        is false."""
+        return self.plan(task).job(args, kwargs, now, keys)
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         return [*super().check(**kwargs), *backend_messages(self)]

@@ -1,0 +1,99 @@
+"""One-by-one enqueue's shortcuts (enqueue/plan.py): a task checked once per
+task object, a new job built without Model.__init__, and an INSERT that
+leaves the columns an enqueue does not decide to their database defaults.
+Each shortcut must change nothing a reader of the row or the result sees."""
+
+from datetime import datetime, timedelta
+
+import pytest
+from django.db.models.signals import pre_init
+from django.test import override_settings
+from django.utils import timezone
+
+from demo import tasks
+from django_dbqueue import batch
+from django_dbqueue.enqueue.inserting import ENQUEUED, insert_job, job_fields
+from django_dbqueue.enqueue.plan import KEPT
+from django_dbqueue.models import Job
+from django_dbqueue.tasks_api import InvalidTask, default_task_backend
+
+pytestmark = pytest.mark.django_db
+
+
+def stored_and_built(task, *args, **kwargs) -> tuple[Job, Job]:
+    """A job built and written as enqueue() writes it, and its row read back."""
+    backend = default_task_backend
+    plan = backend.plan(task)
+    job = plan.job(args, kwargs, backend.now())
+    insert_job(job, backend.database, plan.values(job))
+    return Job.objects.get(pk=job.pk), job
+
+
+@pytest.mark.parametrize(
+    ("make", "args"),
+    [
+        (lambda: tasks.noop, ()),
+        (lambda: tasks.send_welcome.using(run_after=timezone.now() + timedelta(hours=1), priority=-3), (7,)),
+        (lambda: tasks.add.using(concurrency_key="k", concurrency_limit=2, unique_key="u"), (1, 2)),
+    ],
+    ids=["plain", "run_after and priority", "keys"],
+)
+def test_every_column_left_to_its_default_holds_the_models_default(make, args):
+    row, job = stored_and_built(make(), *args)
+
+    unwritten = [f.attname for f in job_fields() if f.attname not in ENQUEUED]
+    assert len(unwritten) > 10, "most columns are left to their database default"
+    for field in job_fields():
+        assert getattr(row, field.attname) == getattr(job, field.attname), field.attname
+    assert row.status == "READY" and row.errors == [] and row.attempts == 0
+
+
+def test_a_job_in_a_batch_block_is_written_with_its_batch():
+    with batch() as handle:
+        row, job = stored_and_built(tasks.noop)
+    assert row.batch_id == int(handle.id) == job.batch_id
+
+
+def test_new_jobs_do_not_share_their_lists():
+    backend = default_task_backend
+    plan = backend.plan(tasks.noop)
+    first, second = (plan.job((), {}, backend.now()) for _ in range(2))
+    first.errors.append("x")
+    assert second.errors == [] and first.worker_ids is not second.worker_ids
+
+
+def test_a_receiver_of_pre_init_hears_each_enqueued_job():
+    heard: list[dict] = []
+
+    def receiver(sender, args, kwargs, **extra):
+        heard.append(dict(kwargs))  # __init__ empties the dict it was sent
+
+    pre_init.connect(receiver, sender=Job)
+    try:
+        result = tasks.add.enqueue(2, 3)
+    finally:
+        pre_init.disconnect(receiver, sender=Job)
+    # (The task's plan, when made here, builds one job without arguments.)
+    assert [kwargs["args"] for kwargs in heard if "args" in kwargs] == [[2, 3]]
+    assert Job.objects.get(pk=int(result.id)).args == [2, 3]
+
+
+def test_a_setting_change_checks_the_task_again():
+    """Django's own check of run_after reads USE_TZ: a task accepted once
+    under USE_TZ = False is refused after the setting changes."""
+    with override_settings(USE_TZ=False):
+        naive = tasks.noop.using(run_after=datetime(2030, 1, 1, 12, 0))
+        naive.enqueue()
+        naive.enqueue()  # the second time from the task's plan
+    with (
+        override_settings(USE_TZ=True),
+        pytest.raises(InvalidTask, match="run_after must be an aware datetime"),
+    ):
+        naive.enqueue()
+
+
+def test_tasks_made_per_call_do_not_grow_the_plans_without_bound():
+    backend = default_task_backend
+    for priority in range(KEPT + 50):
+        backend.check_enqueue(tasks.noop.using(priority=priority % 100))
+    assert 0 < len(backend._plans.kept) <= KEPT
