@@ -263,6 +263,20 @@ def persist(
         return result
 
 
+class DurableWrites:
+    """One worker's writes of what it knows only in memory (outcomes, an
+    interruption): ``writes(fn)`` runs ``fn`` through :func:`persist`, each
+    try retried on lock conflicts."""
+
+    def __init__(self, using: str, outage: Outage | None, give_up: Callable[[], bool]) -> None:
+        self.using = using
+        self.outage = outage
+        self.give_up = give_up
+
+    def __call__(self, fn: Callable[[], T]) -> T:
+        return persist(lambda: retry_on_conflict(fn, self.using), self.using, self.outage, self.give_up)
+
+
 def brief(exc: BaseException) -> str:
     text = f"{type(exc).__name__}{exc.args!r}" if exc.args else type(exc).__name__
     return text if len(text) <= 300 else text[:300] + "…"

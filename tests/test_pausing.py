@@ -83,13 +83,15 @@ def test_a_claim_that_outlasts_its_paused_set_gives_back_what_it_took_from_a_pau
 
     backend = task_backends["default"]
     worker = Worker(backend, ["default", "email"])
-    assert worker.pauses.unpaused(worker.queues) == ["default", "email"]
+    assert worker.claims.pauses.unpaused(worker.queues) == ["default", "email"]
     email, other = tasks.send_welcome.enqueue(1), tasks.add.enqueue(1, 1)
     pause(backend, "email")
-    batch = claim_from_queues(Job.objects.all(), worker.pauses.unpaused(worker.queues), worker.name, 10, 60)
+    batch = claim_from_queues(
+        Job.objects.all(), worker.claims.pauses.unpaused(worker.queues), worker.name, 10, 60
+    )
     assert {job.pk for job in batch} == {int(email.id), int(other.id)}, "the set read before the pause"
-    worker.pauses.read_at -= worker.pauses.ttl  # the claim ended after the set went stale
-    assert [job.pk for job in worker._drop_paused(batch)] == [int(other.id)]
+    worker.claims.pauses.read_at -= worker.claims.pauses.ttl  # the claim ended after the set went stale
+    assert [job.pk for job in worker.claims.drop_paused(batch)] == [int(other.id)]
     given_back = Job.objects.get(pk=email.id)
     assert (given_back.status, given_back.owner, given_back.attempts) == ("READY", None, 0)
 

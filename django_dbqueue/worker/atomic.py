@@ -45,7 +45,7 @@ from ..transitions import Finished
 
 if TYPE_CHECKING:
     from ..models import Job
-    from .execution import JobRunner
+    from .contract import Runner
 
 logger = logging.getLogger("django_dbqueue")
 
@@ -62,7 +62,7 @@ class _LeaseLost(Exception):
     pass
 
 
-def run_atomic(runner: JobRunner, job: Job, task: Task, started: Any) -> str:
+def run_atomic(runner: Runner, job: Job, task: Task, started: Any) -> str:
     """Run an ``atomic=True`` task and record its outcome (see the module)."""
     database = runner.backend.database
     runner.outcomes.flush()  # earlier successes first, in the order they happened
@@ -88,7 +88,7 @@ def run_atomic(runner: JobRunner, job: Job, task: Task, started: Any) -> str:
     return Status.SUCCESSFUL
 
 
-def _in_transaction(runner: JobRunner, job: Job, task: Task, started: Any) -> None:
+def _in_transaction(runner: Runner, job: Job, task: Task, started: Any) -> None:
     from ..models import Job
 
     database = runner.backend.database

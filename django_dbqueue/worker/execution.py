@@ -13,15 +13,13 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.db import DataError, IntegrityError
 
 from ..clock import DatabaseClock
-from ..db import DB_ERRORS, Outage, StatementRefused, brief, drop_connection, is_outage, persist
-from ..db import retry_on_conflict as retried
+from ..db import DB_ERRORS, DurableWrites, Outage, StatementRefused, brief, drop_connection, is_outage
 from ..enqueue.loading import load_task
 from ..exceptions import JobNotRunnable, ResultNotStorable, WorkerStopped
 from ..jsonfield import Undecodable
@@ -32,6 +30,7 @@ from ..tasks_api import Task, TaskContext, task_finished, task_started
 from ..transitions import Finished, attempts_after, retry_delay
 from ..workflows.context import running_job
 from .atomic import run_atomic
+from .contract import error_entry
 from .outcomes import OutcomeBuffer
 from .shared import Slot
 from .signals import ForcedStop
@@ -66,7 +65,15 @@ class JobRunner:
         self.give_up = give_up
         self.clock = DatabaseClock(backend.database)
         self.started: Any = None  # when the job in hand started, on the database's clock
-        self.outcomes = OutcomeBuffer(self, max_jobs=batch, max_age=min(self.config.heartbeat_interval, 1.0))
+        self.writes = DurableWrites(backend.database, outage, give_up)
+        self.outcomes = OutcomeBuffer(
+            self.writes,
+            owner,
+            backend,
+            record_one=self.record,
+            max_jobs=batch,
+            max_age=min(self.config.heartbeat_interval, 1.0),
+        )
         # What the task's current_job() shares with this worker (running/job.py).
         self.control = JobControl(owner, backend.database, slot, self.config.control_interval)
 
@@ -183,7 +190,7 @@ class JobRunner:
 
         jobs = Job.objects.using(self.backend.database)
         try:
-            updated = self._persist(lambda: jobs.record(self.owner, outcome))
+            updated = self.writes(lambda: jobs.record(self.owner, outcome))
         except (*DB_ERRORS, IntegrityError, DataError, StatementRefused, ValueError, TypeError) as exc:
             if isinstance(exc, DB_ERRORS) and is_outage(exc, self.backend.database):
                 raise
@@ -192,7 +199,7 @@ class JobRunner:
             fallback = Finished(outcome.job, outcome.started, outcome.finished, status=Status.FAILED)
             fallback.error = error_entry(refused, self)
             logger.error("Job %s: %s", outcome.job.pk, refused)
-            updated = self._persist(lambda: jobs.record(self.owner, fallback))
+            updated = self.writes(lambda: jobs.record(self.owner, fallback))
         if not updated:
             logger.warning(
                 "Job %s finished (%s) after its lease was lost, so the outcome was not "
@@ -201,10 +208,6 @@ class JobRunner:
                 outcome.status,
             )
         return updated
-
-    def _persist(self, write: Callable[[], int]) -> int:
-        database = self.backend.database
-        return persist(lambda: retried(write, database), database, self.outage, self.give_up)
 
     def finished(self, job: Job, task: Task, exc: BaseException | None = None) -> None:
         """Send ``task_finished``. For a failure, from inside a handler of
@@ -218,15 +221,6 @@ class JobRunner:
             raise exc
         except BaseException:
             task_finished.send(type(self.backend), task_result=result)
-
-
-def error_entry(exc: BaseException, runner: JobRunner) -> dict[str, str]:
-    return {
-        "exception_class_path": f"{type(exc).__module__}.{type(exc).__qualname__}",
-        "traceback": bounded_text("".join(traceback.format_exception(exc))),
-        "at": runner.clock.now().isoformat(),
-        "worker": runner.owner,
-    }
 
 
 def log_failure(job: Job, attempts: int, outcome: Finished, exc: BaseException) -> None:

@@ -3,36 +3,42 @@
 A worker claims a batch and runs it in order, so every job behind a slow one
 waits for it, even while other workers sit idle. The batch's unstarted jobs
 cannot be given back from the worker's main thread (it is busy running the
-slow job), so this thread watches it: once the job in hand has run for
-BATCH_HOLD_SECONDS, the unstarted rest goes back to READY at once, without
-costing an attempt, for whichever worker is free. The job in hand itself is
-never touched: it left ``pending`` before it started, and this thread only
-takes what is still there, under the worker's lock.
+slow job), so this thread watches the batch in hand (hand.py): once the job
+in hand has run for BATCH_HOLD_SECONDS, the unstarted rest goes back to
+READY at once, without costing an attempt, for whichever worker is free. The
+job in hand itself is never touched: it left the unstarted jobs before it
+started, and this thread only takes what is still there, under the batch's
+lock.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from django.db import connections
 
 from ..db import DB_ERRORS, drop_connection, is_outage
+from .hand import BatchInHand
 from .signals import main_thread_signals
-
-if TYPE_CHECKING:
-    from .loop import Worker
 
 logger = logging.getLogger("django_dbqueue")
 
 
 class HoldWatch(threading.Thread):
-    def __init__(self, worker: Worker) -> None:
+    """Gives back ``hand``'s unstarted jobs through ``release(ids)`` once the
+    job in hand has run ``hold`` seconds; ``who`` names the worker in logs."""
+
+    def __init__(
+        self, hand: BatchInHand, release: Callable[[list[int]], int], database: str, who: str, hold: float
+    ) -> None:
         super().__init__(name="dbqueue-hold-watch", daemon=True)
-        self.worker = worker
-        self.hold = worker.config.BATCH_HOLD_SECONDS
+        self.hand = hand
+        self.release = release
+        self.database = database
+        self.who = who
+        self.hold = hold
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -42,12 +48,11 @@ class HoldWatch(threading.Thread):
             try:
                 self._check()
             except Exception as exc:
-                database = self.worker.backend.database
                 # An outage is reported once, by the worker's loop; the jobs
                 # went back to the loop, so nothing is lost by skipping.
-                if not (isinstance(exc, DB_ERRORS) and is_outage(exc, database)):
-                    logger.exception("Worker %s could not give back its unstarted jobs.", self.worker.name)
-                drop_connection(database)
+                if not (isinstance(exc, DB_ERRORS) and is_outage(exc, self.database)):
+                    logger.exception("Worker %s could not give back its unstarted jobs.", self.who)
+                drop_connection(self.database)
         connections.close_all()
 
     def stop(self) -> None:
@@ -55,23 +60,14 @@ class HoldWatch(threading.Thread):
         self.join(timeout=10)
 
     def _check(self) -> None:
-        from ..models import Job
-
-        worker = self.worker
-        with worker.lock:
-            started = worker.current_since
-            if started is None or time.monotonic() - started < self.hold or not worker.pending:
-                return
-            rest = list(worker.pending)
-            worker.pending.clear()
+        rest = self.hand.behind_slow(self.hold)
+        if not rest:
+            return
         try:
-            released = Job.objects.using(worker.backend.database).release(
-                worker.name, [job.pk for job in rest]
-            )
+            released = self.release([job.pk for job in rest])
         except BaseException:
             # Still ours and still RUNNING: hand them back to the loop, or the
             # heartbeat would keep their leases alive with nobody to run them.
-            with worker.lock:
-                worker.pending.extendleft(reversed(rest))
+            self.hand.put_back(rest)
             raise
-        logger.debug("Worker %s gave back %d jobs queued behind a slow one.", worker.name, released)
+        logger.debug("Worker %s gave back %d jobs queued behind a slow one.", self.who, released)

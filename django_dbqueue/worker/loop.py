@@ -1,11 +1,12 @@
 """One worker process: claim a batch, run it, record, stop cleanly.
 
-A worker never starts a job it cannot show it still holds. It holds a batch
-from its claim for one lease, and for as long after as the heartbeat keeps
-vouching for it without a gap; before each job it checks that (no query),
-and when it cannot show it (it was paused, the heartbeat was cut off), it
-asks the database which of its jobs are still its own, and drops the rest:
-another worker has recovered them.
+A worker never starts a job it cannot show it still holds (hand.py: the
+batch in hand and its proof, checked before each job without a query; when
+it cannot be shown, the database says which jobs are still its own, and the
+rest are dropped: another worker has recovered them). What it claims is
+claims.py's; how it runs and records one job, execution.py's; an outage is
+ridden out in outage.py; the unstarted rest of a batch stuck behind a slow
+job is given back by giveback.py's thread.
 """
 
 from __future__ import annotations
@@ -15,19 +16,20 @@ import multiprocessing
 import random
 import threading
 import time
-from collections import deque
 from typing import TYPE_CHECKING
 
 from django.db import connections
 from django.template.defaultfilters import pluralize
 
-from ..claiming import LimitedClaims, claim_from_queues
 from ..clock import elapsed
-from ..db import DB_ERRORS, Outage, check_writable, drop_connection, is_outage, nothing_if_lost
-from ..operations.pausing import PauseCache
+from ..db import DB_ERRORS, Outage, drop_connection, is_outage
+from ..status import Status
+from .claims import Claims
 from .execution import JobRunner
 from .giveback import HoldWatch
-from .heartbeat import Heartbeat, HeartbeatThread, owner_name, recover, recovery_grace
+from .hand import BatchInHand
+from .heartbeat import Heartbeat, HeartbeatThread, owner_name
+from .outage import ride_out
 from .outcomes import OneTraceback
 from .shared import SharedState, safety_margin
 from .signals import ForcedStop, StopSignals
@@ -74,16 +76,19 @@ class Worker:
         self.processed = self.failed = 0
         self.stopping = False
         self.wake = threading.Event()
-        self.lock = threading.Lock()  # guards pending and current against the hold watch
-        self.pending: deque[Job] = deque()  # claimed, not started
-        self.current: Job | None = None
-        self.current_since: float | None = None  # monotonic, for the hold watch
+        self.hand = BatchInHand(self.lease)
         self.stop_requested_at: float | None = None
-        self.held_until = 0.0  # elapsed clock: this worker's own proof of its leases
         self.outage = Outage(f"Worker {self.name}", self.config.RECONNECT_BACKOFF_MAX)
-        self.limited = LimitedClaims()
         self.signals = StopSignals(self.name, self.request_stop)
-        self.pauses = PauseCache(self.database, self.config.POLL_INTERVAL_MAX)
+        self.claims = Claims(
+            self.database,
+            self.name,
+            self.queues,
+            size=self.batch,
+            lease=self.lease,
+            poll_max=self.config.POLL_INTERVAL_MAX,
+            release=self.release,
+        )
         self.runner = JobRunner(
             backend, self.name, self.outage, slot=self.slot, give_up=self._give_up, batch=self.batch
         )
@@ -99,7 +104,9 @@ class Worker:
             heartbeat.start()
         else:
             self.signals.watch_parent(self.state.stop)
-        hold_watch = HoldWatch(self)
+        hold_watch = HoldWatch(
+            self.hand, self.release, self.database, self.name, self.config.BATCH_HOLD_SECONDS
+        )
         hold_watch.start()
         soft_stop = SoftStopWatch(self.runner.control, self.config.CANCEL_GRACE_SECONDS)
         soft_stop.start()
@@ -150,14 +157,14 @@ class Worker:
         return since is not None and time.monotonic() - since > self.lease
 
     def _abandon_current(self) -> None:
-        job, since = self.current, self.runner.started
+        job, since = self.hand.current, self.runner.started
         if job is None:
             return
         try:
             self.runner.abandon(job, since)
         except Exception as exc:
             logger.warning("Worker %s could not record the job it abandoned (%s).", self.name, exc)
-        self.current = None
+        self.hand.end()
 
     def _finish(self) -> None:
         """Record what ran and give back what did not, on the way out."""
@@ -191,97 +198,48 @@ class Worker:
     def _step(self, idle: float) -> float | None:
         """One claim and its batch; returns how long to idle, None to exit."""
         jobs = self._claim()
+        limited = self.claims.limited
         if jobs:
             self._run_batch(jobs)
             # A full batch: more is probably waiting; so are more of a limited key,
             # and the dependants (or batch callbacks) these outcomes released.
             followed = any(job.has_dependants or job.batch_id is not None for job in jobs)
-            more = len(jobs) >= self.batch or self.limited.found or followed
+            more = len(jobs) >= self.batch or limited.found or followed
             return 0 if more else self.config.POLL_INTERVAL_MIN
-        if self.limited.found:
+        if limited.found:
             # Limited jobs wait for a slot: a slot that frees should not sit
             # idle for a long backoff while its jobs wait.
             return self.config.POLL_INTERVAL_MIN
         backoff = min(idle * 2, self.config.POLL_INTERVAL_MAX)
         if self.burst:
-            return self._burst_idle(backoff)
+            return self.claims.burst_idle(self.outage, backoff)
         return backoff
 
-    def _burst_idle(self, backoff: float) -> float | None:
-        """Burst mode found nothing to claim: exit only if nothing is due and
-        nothing is left to recover, waiting out the recovery grace if need be."""
-        from ..models import Job
-
-        if recover(self.database, self.outage, self.lease):
-            return 0
-        jobs = Job.objects.using(self.database).filter(queue_name__in=self.pauses.unpaused(self.queues))
-        # Expired first, then due: a job that another process recovers
-        # between the two reads is seen as one or the other, never as neither.
-        expired = jobs.expired_count()
-        if jobs.due().exists():
-            return backoff  # due, but another claimer holds it locked for now
-        if expired:
-            grace = recovery_grace(self.database, self.outage, self.lease)
-            logger.info("Worker %s: waiting %.0fs to recover jobs whose lease ran out.", self.name, grace)
-            return max(backoff, min(grace, self.config.POLL_INTERVAL_MAX))
-        return None
-
     def _claim(self) -> list[Job]:
-        from ..models import Job
-
-        queues = self.pauses.unpaused(self.queues)  # a paused queue is left out (pausing.py)
-        if not queues:
-            return []
-        jobs = Job.objects.using(self.database)
-        sent_at = elapsed()
-        batch = nothing_if_lost(lambda: claim_from_queues(jobs, queues, self.name, self.batch, self.lease))
-        room = self.batch - len(batch)
-        batch += nothing_if_lost(lambda: self.limited.claim(jobs, queues, self.name, room, self.lease))
+        batch, sent_at = self.claims.claim()
         self.state.timings.claims.observe(self.slot.index, elapsed() - sent_at)
-        if batch and self.pauses.stale():
-            batch = self._drop_paused(batch)
         if batch:
-            self.held_until = sent_at + self.lease
+            self.hand.claimed(sent_at)
         return batch
 
-    def _drop_paused(self, batch: list[Job]) -> list[Job]:
-        """The claim outlasted the paused set it used: read the set again and
-        give back what it took from a queue paused meanwhile, so that a
-        pause holds once it is one read's lifetime old (pausing.py)."""
-        from ..models import Job
-
-        paused = self.pauses.refresh()
-        dropped = [job.pk for job in batch if job.queue_name in paused]
-        if dropped:
-            Job.objects.using(self.database).release(self.name, dropped)
-            logger.info(
-                "Worker %s gave back %d jobs of a queue paused during its claim.", self.name, len(dropped)
-            )
-        return [job for job in batch if job.queue_name not in paused]
-
     def _run_batch(self, jobs: list[Job]) -> None:
-        with self.lock:
-            self.pending.extend(jobs)
+        hand = self.hand
+        hand.add(jobs)
         outcomes = self.runner.outcomes
         while not self.stopping:
-            with self.lock:
-                if not self.pending:
-                    break
-                job = self.pending.popleft()
+            job = hand.next()
+            if job is None:
+                break
             if not self._holds(job):
                 continue
-            with self.lock:
-                # From here the job has started: nothing gives it back unstarted.
-                began = time.monotonic()
-                self.current, self.current_since = job, began
+            began = hand.start(job)
             try:
                 status = self.runner.run(job)
                 self.state.timings.runs.observe(self.slot.index, time.monotonic() - began)
             finally:
                 if not self.signals.forcing:  # a forced stop abandons the job in hand: run() records it
-                    with self.lock:
-                        self.current = self.current_since = None
-            self._count(failed=status == "FAILED")
+                    hand.end()
+            self._count(failed=status == Status.FAILED)
             if outcomes.due():
                 outcomes.flush()
         outcomes.flush()
@@ -291,56 +249,32 @@ class Worker:
         """Whether this worker can show it still holds ``job``: by its own
         claim, or by the heartbeat's chain of extensions if that began while
         the claim still held; or else by asking the database."""
-        margin, now = safety_margin(self.lease), elapsed()
-        vouched_until, chain_start = self.slot.vouched_until()
-        own = self.held_until - margin
-        if now < own or (chain_start < own and now < vouched_until - margin):
+        now = elapsed()
+        if self.hand.shown(now, safety_margin(self.lease), self.slot.vouched_until()):
             return True
         from ..models import Job
 
-        with self.lock:
-            ids = [job.pk, *(j.pk for j in self.pending)]
-        held = Job.objects.using(self.database).still_held(self.name, ids, self.lease)
-        self.held_until = now + self.lease
-        lost = [pk for pk in ids if pk not in held]
+        jobs = Job.objects.using(self.database)
+        lost = self.hand.confirm(job, now, lambda ids: jobs.still_held(self.name, ids, self.lease))
         if lost:
-            with self.lock:
-                self.pending = deque(j for j in self.pending if j.pk in held)
             logger.warning(
                 "Worker %s lost %d claimed jobs to recovery while it could not show its lease "
                 "(paused, or cut off from the database); it does not run them.",
                 self.name,
                 len(lost),
             )
-        return job.pk in held
+        return job.pk not in lost
 
     def _ride_out(self, exc: BaseException) -> None:
-        """Wait for the database to come back, then give back whatever this
-        worker holds but has not started: a claim whose commit reached the
-        server but whose reply did not, or a release that never arrived."""
-        from ..models import Job
-
-        while True:
-            drop_connection(self.database)
-            self.wake.wait(self.outage.lost(exc))
-            if self.stopping:
-                logger.warning(
-                    "Worker %s stopping while the database is away; jobs it claimed "
-                    "return to the queue when their lease expires.",
-                    self.name,
-                )
-                return
-            try:
-                self._give_back_orphans()
-                # A server made read-only answers the reads above: back means back for writes.
-                check_writable(self.database, Job._meta.db_table)
-            except DB_ERRORS as again:
-                if not is_outage(again, self.database):
-                    raise
-                exc = again
-                continue
-            self.outage.restored()
-            return
+        ride_out(
+            exc,
+            self.database,
+            self.outage,
+            wait=self.wake.wait,
+            stopping=lambda: self.stopping,
+            give_back=self._give_back_orphans,
+            who=self.name,
+        )
 
     def _give_back_orphans(self) -> None:
         from ..models import Job
@@ -349,25 +283,20 @@ class Worker:
         # recorded at once, so what this worker still holds RUNNING after
         # that never started.
         self.runner.outcomes.flush()
+        self.hand.take_unstarted()
         jobs = Job.objects.using(self.database)
-        with self.lock:
-            self.pending.clear()
         ids = list(jobs.running().filter(owner=self.name).values_list("pk", flat=True))
         if ids:
-            released = jobs.release(self.name, ids)
+            released = self.release(ids)
             logger.info("Worker %s gave back %d claimed jobs after the outage.", self.name, released)
 
     def _give_back(self) -> None:
         """Return claimed jobs that never started, without costing an attempt."""
-        from ..models import Job
-
-        with self.lock:
-            ids = [job.pk for job in self.pending]
-            self.pending.clear()
+        ids = [job.pk for job in self.hand.take_unstarted()]
         if not ids:
             return
         try:
-            released = Job.objects.using(self.database).release(self.name, ids)
+            released = self.release(ids)
         except DB_ERRORS as exc:
             if not is_outage(exc, self.database) or not self.stopping:
                 raise  # in the loop, _ride_out() gives them back once it can
@@ -380,6 +309,12 @@ class Worker:
             )
             return
         logger.info("Worker %s gave back %d unstarted jobs.", self.name, released)
+
+    def release(self, ids: list[int]) -> int:
+        """Give claimed jobs that never started back to the queue."""
+        from ..models import Job
+
+        return Job.objects.using(self.database).release(self.name, ids)
 
     def _count(self, failed: bool) -> None:
         # Shared with the supervisor after every job, not every batch: it tells

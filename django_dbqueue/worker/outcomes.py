@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,8 @@ from ..tasks_api import API_MODULE, Task, task_finished
 from ..transitions import Finished, statements
 
 if TYPE_CHECKING:
-    from .execution import JobRunner
+    from ..backend import DatabaseBackend
+    from ..db import DurableWrites
 
 logger = logging.getLogger("django_dbqueue")
 
@@ -40,8 +42,24 @@ LIMITED_AGE = 0.01
 
 
 class OutcomeBuffer:
-    def __init__(self, runner: JobRunner, max_jobs: int, max_age: float) -> None:
-        self.runner = runner
+    """Successes of ``owner``'s jobs on ``backend``, written through
+    ``writes`` (db.DurableWrites); a success the database refuses within a
+    group is written alone by ``record_one``."""
+
+    def __init__(
+        self,
+        writes: DurableWrites,
+        owner: str,
+        backend: DatabaseBackend,
+        *,
+        record_one: Callable[[Finished], int],
+        max_jobs: int,
+        max_age: float,
+    ) -> None:
+        self.writes = writes
+        self.owner = owner
+        self.backend = backend
+        self.record_one = record_one
         self.max_jobs = max_jobs
         self.max_age = max_age
         self.pending: list[tuple[Finished, Task]] = []
@@ -77,24 +95,24 @@ class OutcomeBuffer:
             return 0
         from ..models import Job
 
-        runner = self.runner
-        jobs = Job.objects.using(runner.backend.database)
+        database = self.backend.database
+        jobs = Job.objects.using(database)
         updated = 0
         # A flush that fails through an outage keeps what it has not written
         # for the next one; rewriting a group that did get through matches no
         # row, as those rows are no longer RUNNING.
         for group in statements([success for success, _ in self.pending]):
             try:
-                updated += runner._persist(partial(jobs.record_successes, runner.owner, group))
+                updated += self.writes(partial(jobs.record_successes, self.owner, group))
             except REFUSED as exc:
-                if isinstance(exc, DB_ERRORS) and is_outage(exc, runner.backend.database):
+                if isinstance(exc, DB_ERRORS) and is_outage(exc, database):
                     raise
-                drop_connection(runner.backend.database)
+                drop_connection(database)
                 logger.warning(
                     "The database refused %d outcomes at once (%s); writing them one by one.", len(group), exc
                 )
                 for success in group:
-                    updated += runner.record(success)  # a refusal there becomes that job's failure
+                    updated += self.record_one(success)  # a refusal there becomes that job's failure
         pending, self.pending = self.pending, []
         self.urgent_since = None
         if updated < len(pending):
@@ -104,10 +122,10 @@ class OutcomeBuffer:
                 len(pending) - updated,
                 len(pending),
             )
-        sender = type(runner.backend)
+        sender = type(self.backend)
         if task_finished.has_listeners(sender):
             for success, task in pending:
-                task_finished.send(sender, task_result=runner.backend.to_result(success.job, task))
+                task_finished.send(sender, task_result=self.backend.to_result(success.job, task))
         return updated
 
 

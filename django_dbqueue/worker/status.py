@@ -5,19 +5,31 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from django.db import connections
 from django.template.defaultfilters import pluralize
 
 if TYPE_CHECKING:
-    from .supervisor import Supervisor
+    from ..backend import DatabaseBackend
+    from .shared import SharedState
 
 logger = logging.getLogger("django_dbqueue")
 
 
+class Supervised(Protocol):
+    """What the lines report on: the supervisor (supervisor.py), which
+    imports this module."""
+
+    backend: DatabaseBackend
+    state: SharedState
+    queues: list[str]
+    started: float
+    restarts: int
+
+
 class StatusLine:
-    def __init__(self, supervisor: Supervisor) -> None:
+    def __init__(self, supervisor: Supervised) -> None:
         self.supervisor = supervisor
         self.interval = supervisor.backend.config.STATUS_INTERVAL
         self.last_time = time.monotonic()

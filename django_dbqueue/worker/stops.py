@@ -24,12 +24,13 @@ from ..exceptions import JobCancelled, JobInterrupted
 from ..payload import bounded_text
 from ..status import Status
 from ..transitions import Finished, cancelled_error
+from .contract import error_entry
 
 if TYPE_CHECKING:
     from ..models import Job
     from ..running.control import JobControl
     from ..tasks_api import Task
-    from .execution import JobRunner
+    from .contract import Runner
 
 logger = logging.getLogger("django_dbqueue")
 
@@ -58,7 +59,7 @@ def _interrupted(exc: BaseException) -> bool:
     return False
 
 
-def record_stop(runner: JobRunner, kind: str, job: Job, started: Any, exc: BaseException, task: Task) -> str:
+def record_stop(runner: Runner, kind: str, job: Job, started: Any, exc: BaseException, task: Task) -> str:
     database = runner.backend.database
     if runner.control.stopping is not None and not connections[database].in_atomic_block:
         # The worker stopped the task itself, maybe inside a query whose
@@ -69,7 +70,7 @@ def record_stop(runner: JobRunner, kind: str, job: Job, started: Any, exc: BaseE
     return _interrupted_outcome(runner, job, exc)
 
 
-def _cancelled(runner: JobRunner, job: Job, started: Any, exc: BaseException, task: Task) -> str:
+def _cancelled(runner: Runner, job: Job, started: Any, exc: BaseException, task: Task) -> str:
     from ..models import Job
 
     runner.outcomes.flush()
@@ -89,16 +90,15 @@ def _cancelled(runner: JobRunner, job: Job, started: Any, exc: BaseException, ta
     return Status.CANCELLED
 
 
-def _interrupted_outcome(runner: JobRunner, job: Job, exc: BaseException) -> str:
+def _interrupted_outcome(runner: Runner, job: Job, exc: BaseException) -> str:
     from ..models import Job
-    from .execution import error_entry
 
     runner.outcomes.flush()
     note = error_entry(exc, runner)
     unsaved = runner.control.unsaved()
     checkpoints = {job.pk: unsaved} if unsaved is not None else None
     jobs = Job.objects.using(runner.backend.database)
-    if runner._persist(lambda: jobs.interrupt(runner.owner, [job.pk], note, checkpoints)):
+    if runner.writes(lambda: jobs.interrupt(runner.owner, [job.pk], note, checkpoints)):
         _count(runner, interrupted=True)
         logger.info(
             "Job %s (%s) was interrupted: its worker is stopping past STOP_TIMEOUT. It is back in "
@@ -115,7 +115,7 @@ def _interrupted_outcome(runner: JobRunner, job: Job, exc: BaseException) -> str
     return Status.READY
 
 
-def cancel_unstarted(runner: JobRunner, job: Job, started: Any) -> str:
+def cancel_unstarted(runner: Runner, job: Job, started: Any) -> str:
     """A claimed job whose cancel was asked before it started (a READY or
     WAITING row set by SQL, say): CANCELLED without running, its attempt
     unspent, through the outcome path, so that its batch and dependants
@@ -129,14 +129,14 @@ def cancel_unstarted(runner: JobRunner, job: Job, started: Any) -> str:
     return Status.CANCELLED
 
 
-def _unsaved(runner: JobRunner) -> Any:
+def _unsaved(runner: Runner) -> Any:
     from ..transitions import UNCHANGED
 
     unsaved = runner.control.unsaved()
     return UNCHANGED if unsaved is None else unsaved
 
 
-def _count(runner: JobRunner, cancelled: bool = False, interrupted: bool = False) -> None:
+def _count(runner: Runner, cancelled: bool = False, interrupted: bool = False) -> None:
     if runner.slot is not None:
         runner.slot.count_control(cancelled=cancelled, interrupted=interrupted)
 
