@@ -22,6 +22,10 @@ ENTRY_KEYS = ("BACKEND", "QUEUES", "OPTIONS")
 
 @dataclass(frozen=True, kw_only=True)
 class QueueOptions:
+    # The server the backend's jobs live on: claims, outcomes, unique keys,
+    # concurrency limits, pauses, schedules and retention all hold within
+    # this one database, so two backends on two servers each have their own
+    # (queues on several servers: routing.py, docs/clusters.md).
     DATABASE: str = "default"
     # The database alias (a replica) the admin's lists, its dashboard and
     # queuestats read from; None: DATABASE. Nothing that claims, changes a
