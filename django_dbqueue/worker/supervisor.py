@@ -117,7 +117,7 @@ class Supervisor:
         return self.exit_code()
 
     # start(), tick() and exit_code() are run()'s parts, for a group of
-    # supervisors that one process runs (group.py, runqueue with several --backend).
+    # supervisors that one process runs (supervisors.py, runqueue with several --backend).
     def start(self) -> None:
         self._start_heartbeat()
         for child in self.children:

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_dbqueue.backend import DatabaseBackend
 from django_dbqueue.worker import Supervisor
-from django_dbqueue.worker.group import SupervisorGroup
+from django_dbqueue.worker.supervisors import SupervisorGroup
 
 from ...options import MAX_BATCH_SIZE
 from ...tasks_api import DEFAULT_TASK_BACKEND_ALIAS
