@@ -65,11 +65,6 @@ def home_backend() -> DatabaseBackend:
     return backends[0]
 
 
-def queue_databases() -> list[str]:
-    """Each database some django_dbqueue backend keeps jobs in, the home one first."""
-    return list(dict.fromkeys(backend.database for backend in queue_backends()))
-
-
 def result_prefix(alias: str, database: str) -> str:
     """What goes before a job's id in the result ids of the backend
     ``alias`` on ``database``: nothing on the home database, ``"alias:"``
@@ -82,11 +77,3 @@ def split_result_id(result_id: object) -> tuple[str | None, str]:
     text = str(result_id)
     alias, separator, pk = text.rpartition(SEPARATOR)
     return (alias, pk) if separator else (None, text)
-
-
-def backends_by_database() -> dict[str, list[DatabaseBackend]]:
-    """The django_dbqueue backends grouped by the database they use, home first."""
-    groups: dict[str, list[DatabaseBackend]] = {}
-    for backend in queue_backends():
-        groups.setdefault(backend.database, []).append(backend)
-    return groups
