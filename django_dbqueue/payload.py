@@ -31,7 +31,10 @@ def encode_arguments(args: Any, kwargs: Mapping[str, Any], limit: int) -> tuple[
     plain_args = _plain(list(args), "args", 0)
     plain_kwargs = _plain(dict(kwargs), "kwargs", 0)
     what = "The task's arguments"
-    size = encoded_size(plain_args, what) + encoded_size(plain_kwargs, what)
+    # "[]" and "{}" are two bytes each: no need to encode them.
+    size = (encoded_size(plain_args, what) if plain_args else 2) + (
+        encoded_size(plain_kwargs, what) if plain_kwargs else 2
+    )
     if size > limit:
         raise InvalidTaskArguments(
             f"The task's arguments take {size} bytes as compact JSON, more than the limit of "

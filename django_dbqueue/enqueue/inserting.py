@@ -7,8 +7,8 @@ and the database vendor, so it is built once per connection vendor; the
 values go through each field's own ``get_db_prep_save``, exactly as save()
 would prepare them. Like ``bulk_create()``, this sends no pre_save/post_save.
 
-A new READY job from an enqueue writes only the ENQUEUED columns, with
-values a plan prepared (enqueue/plan.py): every other column starts at its
+A new READY job from an enqueue writes only the columns its task or its
+call sets, with values a plan prepared (enqueue/plan.py): every other column starts at its
 database default, which is the model's default too, so the row and the
 instance agree. Preparing the 33 columns took more Python than the
 INSERT's round trip; the plain-SQL INSERT it is measured against leaves
@@ -26,27 +26,6 @@ if TYPE_CHECKING:
     from ..models import Job
 
 
-# What an enqueue decides about a new job (attnames), in the order
-# Plan.values() gives them.
-ENQUEUED = (
-    "task_path",
-    "queue_name",
-    "priority",
-    "args",
-    "kwargs",
-    "status",
-    "run_after",
-    "max_attempts",
-    "enqueued_at",
-    "unique_key",
-    "concurrency_key",
-    "concurrency_limit",
-    "batch_id",
-    "on_parent_failure",
-    "pass_result",
-)
-
-
 @functools.cache
 def job_fields() -> tuple[Any, ...]:
     from ..models import Job
@@ -55,13 +34,12 @@ def job_fields() -> tuple[Any, ...]:
 
 
 @functools.cache
-def enqueued_fields() -> tuple[Any, ...]:
-    from ..models import Job
+def column_field(attname: str) -> Any:
+    """The Job field whose column is ``attname``."""
+    return next(f for f in job_fields() if f.attname == attname)
 
-    return tuple(Job._meta.get_field(name.removesuffix("_id")) for name in ENQUEUED)
 
-
-def _insert_sql(connection: Any, rows: int, returning: bool, fields: tuple[Any, ...] | None = None) -> str:
+def _insert_sql(connection: Any, rows: int, returning: bool, fields: tuple[Any, ...] = ()) -> str:
     from ..models import Job
 
     quote, meta = connection.ops.quote_name, Job._meta
@@ -73,9 +51,9 @@ def _insert_sql(connection: Any, rows: int, returning: bool, fields: tuple[Any, 
     return sql + f" RETURNING {quote(meta.pk.column)}" if returning else sql
 
 
-@functools.cache
-def _single_sql(vendor: str, alias: str, returning: bool, enqueued: bool) -> str:
-    return _insert_sql(connections[alias], 1, returning, enqueued_fields() if enqueued else None)
+@functools.lru_cache(maxsize=64)
+def _single_sql(vendor: str, alias: str, returning: bool, columns: tuple[str, ...]) -> str:
+    return _insert_sql(connections[alias], 1, returning, tuple(column_field(name) for name in columns))
 
 
 def prepared_values(job: Job, connection: Any) -> list[Any]:
@@ -83,16 +61,17 @@ def prepared_values(job: Job, connection: Any) -> list[Any]:
     return [f.get_db_prep_save(f.pre_save(job, True), connection) for f in job_fields()]
 
 
-def insert_job(job: Job, using: str, enqueued: list[Any] | None = None) -> None:
+def insert_job(job: Job, using: str, enqueued: tuple[tuple[str, ...], list[Any]] | None = None) -> None:
     """INSERT ``job`` and set its primary key, as ``job.save(force_insert=True)`` would.
-    ``enqueued``: a new READY job's ENQUEUED columns, prepared (by
+    ``enqueued``: a new READY job's columns and their prepared values (from
     Plan.values()), the only ones written; without it, every column."""
     connection = connections[using]
     # MySQL/MariaDB and SQLite hand the new id back with the INSERT itself.
     returning = connection.vendor not in ("mysql", "sqlite")
-    sql = _single_sql(connection.vendor, using, returning, enqueued is not None)
+    columns, values = enqueued or ((), None)
+    sql = _single_sql(connection.vendor, using, returning, columns)
     with connection.cursor() as cursor:
-        cursor.execute(sql, prepared_values(job, connection) if enqueued is None else enqueued)
+        cursor.execute(sql, prepared_values(job, connection) if values is None else values)
         if returning:
             job.pk = cursor.fetchone()[0]
         else:

@@ -29,7 +29,7 @@ from django.db.models.signals import post_init, pre_init
 from ..clock import as_stored
 from ..payload import encode_arguments
 from ..workflows.context import batch_fields
-from .inserting import ENQUEUED, enqueued_fields
+from .inserting import column_field
 from .keys import call_keys
 
 if TYPE_CHECKING:
@@ -48,9 +48,20 @@ FRESH_LISTS = ("errors", "worker_ids", "history")
 
 class Plan:
     """One validated task on one backend: its new job's instance dictionary
-    and its constant INSERT values."""
+    and the columns its INSERT writes, the constant ones prepared."""
 
-    __slots__ = ("constant", "database", "keyed", "limit", "model", "run_after", "task", "template")
+    __slots__ = (
+        "columns",
+        "constant",
+        "database",
+        "empty",
+        "keyed",
+        "limit",
+        "model",
+        "run_after",
+        "task",
+        "template",
+    )
 
     def __init__(self, backend: DatabaseBackend, task: Task) -> None:
         Job = backend.job_model()
@@ -68,10 +79,16 @@ class Plan:
             pass_result=getattr(task, "pass_result", False),
         )
         self.template = {name: value for name, value in vars(job).items() if name != "_state"}
+        # The task's columns, then the call's, then the keys a keyed task
+        # writes (NULL when a key function returns None).
+        own = [*TASK_COLUMNS, *(name for name, default in WORKFLOW_DEFAULTS if getattr(job, name) != default)]
+        self.columns = (*own, *CALL_COLUMNS, *(KEY_COLUMNS if self.keyed else ()))
         connection = connections[self.database]
-        # Prepared by each field exactly as save() would; the per-call
-        # columns are overwritten by values().
-        self.constant = [f.get_db_prep_save(getattr(job, f.attname), connection) for f in enqueued_fields()]
+        # Prepared by each field exactly as save() would.
+        self.constant = [column_field(name).get_db_prep_save(getattr(job, name), connection) for name in own]
+        self.empty = [
+            column_field(name).get_db_prep_save(getattr(job, name), connection) for name in ("args", "kwargs")
+        ]
 
     def job(self, args: Any, kwargs: Any, now: datetime, keys: bool = True) -> Job:
         """An unsaved Job for one call, its arguments checked as JSON; with
@@ -96,41 +113,47 @@ class Plan:
         # What Model.__init__ leaves behind for these values, without walking
         # every field for its default again.
         job = Job.__new__(Job)
-        job.__dict__.update(fields)
+        job.__dict__ = fields
         job._state = ModelState()
         return job
 
-    def values(self, job: Job) -> list[Any]:
-        """The ENQUEUED columns of a new READY job made by :meth:`job`,
-        prepared as save() would: the constant ones once, the rest now."""
+    def values(self, job: Job) -> tuple[tuple[str, ...], list[Any]]:
+        """The columns to write for a new READY job made by :meth:`job`, and
+        their values, prepared as save() would: the task's once, the call's
+        now. Every other column is left to its database default."""
         connection = connections[self.database]
-        fields, row = enqueued_fields(), list(self.constant)
-        for at in VARYING:
-            value = getattr(job, ENQUEUED[at])
-            if value is not None:
-                row[at] = fields[at].get_db_prep_save(value, connection)
-        if job.run_after is job.enqueued_at:
-            row[RUN_AFTER] = row[ENQUEUED_AT]
-        else:
-            row[RUN_AFTER] = fields[RUN_AFTER].get_db_prep_save(job.run_after, connection)
-        return row
+        args, kwargs, now = job.args, job.kwargs, job.enqueued_at
+        enqueued_at = column_field("enqueued_at").get_db_prep_save(now, connection)
+        row = [
+            *self.constant,
+            # An empty list or dict is the template's, prepared already.
+            column_field("args").get_db_prep_save(args, connection) if args else self.empty[0],
+            column_field("kwargs").get_db_prep_save(kwargs, connection) if kwargs else self.empty[1],
+            enqueued_at if job.run_after is now else _prepared("run_after", job.run_after, connection),
+            enqueued_at,
+        ]
+        columns = self.columns
+        if self.keyed:
+            row += [_prepared(name, getattr(job, name), connection) for name in KEY_COLUMNS]
+        batch = job.batch_id
+        if batch is not None:
+            columns = (*columns, "batch_id")
+            row.append(column_field("batch_id").get_db_prep_save(batch, connection))
+        return columns, row
 
 
-# The columns that differ from call to call (run_after: when it is not the
-# enqueue's own time); the other ENQUEUED columns hold the task's values.
-VARYING = tuple(
-    ENQUEUED.index(name)
-    for name in (
-        "args",
-        "kwargs",
-        "enqueued_at",
-        "unique_key",
-        "concurrency_key",
-        "concurrency_limit",
-        "batch_id",
-    )
-)
-RUN_AFTER, ENQUEUED_AT = ENQUEUED.index("run_after"), ENQUEUED.index("enqueued_at")
+def _prepared(name: str, value: Any, connection: Any) -> Any:
+    return None if value is None else column_field(name).get_db_prep_save(value, connection)
+
+
+# The columns of a new job an enqueue writes (attnames), in the order
+# Plan.values() gives them: the task's, the workflow options a task may
+# set away from their defaults, the call's, and a keyed task's keys. Every
+# other column starts at its database default, which is the model's too.
+TASK_COLUMNS = ("task_path", "queue_name", "priority", "max_attempts")
+WORKFLOW_DEFAULTS = (("on_parent_failure", "cancel"), ("pass_result", False))
+CALL_COLUMNS = ("args", "kwargs", "run_after", "enqueued_at")
+KEY_COLUMNS = ("unique_key", "concurrency_key", "concurrency_limit")
 
 
 class Plans:

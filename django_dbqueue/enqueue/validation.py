@@ -81,25 +81,59 @@ def check_arguments(task: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -
     """Raise :class:`InvalidTaskArguments` unless ``args`` and ``kwargs`` bind
     to the task function's parameters, so that a call the function cannot
     take is refused at enqueue, not found by a worker later."""
-    signature = _call_signature(task.func, task.takes_context)
+    shape = _call_shape(task.func, task.takes_context)
+    if shape.fits(args, kwargs):
+        return
     try:
-        signature.bind(*args, **kwargs)
+        shape.signature.bind(*args, **kwargs)
     except TypeError as exc:
         context = " (its first parameter, context, is passed by the worker)" if task.takes_context else ""
         raise InvalidTaskArguments(
-            f"The arguments do not fit the task {task.module_path}{signature}{context}: {exc}."
+            f"The arguments do not fit the task {task.module_path}{shape.signature}{context}: {exc}."
         ) from None
 
 
+class CallShape:
+    """A task function's parameters as a caller passes them. For the
+    common shape, parameters that may each be passed by position or by
+    name, :meth:`fits` answers what ``Signature.bind`` would, in a fraction
+    of its time; for any other, it leaves the answer to ``bind``."""
+
+    __slots__ = ("names", "position", "required", "signature")
+
+    def __init__(self, signature: inspect.Signature) -> None:
+        self.signature = signature
+        parameters = list(signature.parameters.values())
+        plain = all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in parameters)
+        self.names = [p.name for p in parameters] if plain else None
+        self.position = {name: at for at, name in enumerate(self.names or ())}
+        self.required = [
+            (at, p.name) for at, p in enumerate(parameters) if p.default is inspect.Parameter.empty
+        ]
+
+    def fits(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+        """True if the call binds; False if it may not (``bind`` then tells)."""
+        if self.names is None or len(args) > len(self.names):
+            return False
+        given = len(args)
+        for name in kwargs:
+            at = self.position.get(name)
+            if at is None or at < given:  # unknown, or given by position already
+                return False
+        return all(name in kwargs for at, name in self.required if at >= given)
+
+
 @functools.lru_cache(maxsize=1024)
-def _call_signature(func: Callable[..., Any], takes_context: bool) -> inspect.Signature:
+def _call_shape(func: Callable[..., Any], takes_context: bool) -> CallShape:
     # inspect.signature() costs about four times the bind itself (8 µs
     # against 2, measured): once per task function, not once per call.
     signature = inspect.signature(func)
     parameters = list(signature.parameters.values())
     # What the caller passes: everything after the context; the return
     # annotation says nothing about arguments and only lengthens the message.
-    return signature.replace(
-        parameters=parameters[1:] if takes_context else parameters,
-        return_annotation=inspect.Signature.empty,
+    return CallShape(
+        signature.replace(
+            parameters=parameters[1:] if takes_context else parameters,
+            return_annotation=inspect.Signature.empty,
+        )
     )
