@@ -135,7 +135,8 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
                 )
         if holder is not job:
             return self.to_result(holder, task if holder.task_path == task.module_path else None)
-        result = self.to_result(job, task)
+        # A dependant's row may differ from the job its plan made (workflows).
+        result = plan.result(self, job) if plan is not None and not parents else self.to_result(job, task)
         task_enqueued.send(type(self), task_result=result)
         return result
 

@@ -3,6 +3,7 @@ task object, a new job built without Model.__init__, and an INSERT that
 leaves the columns an enqueue does not decide to their database defaults.
 Each shortcut must change nothing a reader of the row or the result sees."""
 
+import dataclasses
 import inspect
 from datetime import datetime, timedelta
 
@@ -48,6 +49,29 @@ def test_every_column_left_to_its_default_holds_the_models_default(make, args):
     for field in job_fields():
         assert getattr(row, field.attname) == getattr(job, field.attname), field.attname
     assert row.status == "READY" and row.errors == [] and row.attempts == 0
+
+
+@pytest.mark.parametrize(
+    ("make", "args"),
+    [
+        (lambda: tasks.noop, ()),
+        (lambda: tasks.add, (1, 2)),
+        (lambda: tasks.send_welcome.using(run_after=timezone.now() + timedelta(hours=1), priority=-3), (7,)),
+        (lambda: tasks.add.using(concurrency_key="k", concurrency_limit=2), (1, 2)),
+    ],
+    ids=["plain", "arguments", "run_after and priority", "keys"],
+)
+def test_the_enqueues_own_result_is_what_to_result_makes_of_the_new_row(make, args):
+    task, backend = make(), default_task_backend
+    row, job = stored_and_built(task, *args)
+    fresh = backend.plan(task).result(backend, job)
+    for stored in (job, row):
+        expected = backend.to_result(stored, task)
+        assert type(fresh) is type(expected)
+        for field in dataclasses.fields(expected):
+            assert getattr(fresh, field.name) == getattr(expected, field.name), field.name
+        assert fresh._return_value is None is expected._return_value
+    assert fresh.task is task
 
 
 def test_a_job_in_a_batch_block_is_written_with_its_batch():

@@ -28,9 +28,11 @@ from django.db.models.signals import post_init, pre_init
 
 from ..clock import as_stored
 from ..payload import encode_arguments
+from ..tasks_api import TaskResultStatus
 from ..workflows.context import batch_fields
 from .inserting import column_field
 from .keys import call_keys
+from .results import JobResult
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -51,6 +53,7 @@ class Plan:
     and the columns its INSERT writes, the constant ones prepared."""
 
     __slots__ = (
+        "as_is",
         "columns",
         "constant",
         "database",
@@ -70,6 +73,11 @@ class Plan:
         self.keyed = any(getattr(task, name, None) is not None for name in ("unique_key", "concurrency_key"))
         # An aware run_after with USE_TZ = False: the local time it names.
         self.run_after = as_stored(task.run_after) if task.run_after else None
+        # Whether to_result() gives a new job's result the task itself,
+        # rather than a copy with the row's values.
+        self.as_is = task.backend == backend.alias and (
+            task.run_after is None or self.run_after == task.run_after
+        )
         job = Job(
             task_path=task.module_path,
             queue_name=task.queue_name,
@@ -140,6 +148,31 @@ class Plan:
             columns = (*columns, "batch_id")
             row.append(column_field("batch_id").get_db_prep_save(batch, connection))
         return columns, row
+
+    def result(self, backend: DatabaseBackend, job: Job) -> JobResult:
+        """What ``backend.to_result(job, task)`` makes of the new READY job
+        :meth:`job` made and the INSERT wrote, without looking for what a
+        new row cannot hold yet: errors, workers, a return value, progress,
+        a cancel request (tests/test_enqueue_plan.py compares the two)."""
+        # to_result() reads a run_after equal to enqueued_at as none at all.
+        if not self.as_is or (self.run_after is not None and self.run_after == job.enqueued_at):
+            return backend.to_result(job, self.task)
+        result = JobResult(
+            task=self.task,
+            id=backend.result_id(job.pk),
+            status=TaskResultStatus.READY,
+            enqueued_at=job.enqueued_at,
+            started_at=None,
+            finished_at=None,
+            last_attempted_at=None,
+            args=job.args,
+            kwargs=job.kwargs,
+            backend=backend.alias,
+            errors=[],
+            worker_ids=[],
+        )
+        object.__setattr__(result, "_return_value", None)
+        return result
 
 
 def _prepared(name: str, value: Any, connection: Any) -> Any:
