@@ -207,9 +207,12 @@ class Plans:
         """The plan of a task that passed the backend's checks."""
         plan = Plan(self.backend, task)
         if keep:
-            if len(self.kept) >= KEPT:
-                del self.kept[next(iter(self.kept))]
-            self.kept[id(task)] = plan  # the plan holds the task: its id stays its own
+            kept = self.kept
+            if len(kept) >= KEPT:
+                # Started afresh rather than trimmed: no other thread can
+                # meet a dictionary changing under its iteration.
+                kept = self.kept = {}
+            kept[id(task)] = plan  # the plan holds the task: its id stays its own
         return plan
 
 
