@@ -86,6 +86,16 @@ def test_new_jobs_do_not_share_their_lists():
     first, second = (plan.job((), {}, backend.now()) for _ in range(2))
     first.errors.append("x")
     assert second.errors == [] and first.worker_ids is not second.worker_ids
+    pre_init.connect(no_op, sender=Job)  # then each job is built by Model.__init__
+    try:
+        third, fourth = (plan.job((), {}, backend.now()) for _ in range(2))
+    finally:
+        pre_init.disconnect(no_op, sender=Job)
+    assert third.errors is not fourth.errors and third.history is not fourth.history
+
+
+def no_op(**kwargs):
+    pass
 
 
 def test_a_receiver_of_pre_init_hears_each_enqueued_job():

@@ -113,11 +113,11 @@ class Plan:
             **batch_fields(self.database),
             **call,
         }
+        for name in FRESH_LISTS:
+            fields[name] = []
         Job = self.model
         if pre_init.has_listeners(Job) or post_init.has_listeners(Job):
             return Job(**fields)  # a receiver hears of every instance, as before
-        for name in FRESH_LISTS:
-            fields[name] = []
         # What Model.__init__ leaves behind for these values, without walking
         # every field for its default again.
         job = Job.__new__(Job)
