@@ -122,3 +122,33 @@ def test_an_atomic_task_that_breaks_its_transaction_fails_its_attempt_not_its_wo
     assert worker.children() == processes, "the worker process lived on"
     worker.signal_group(signal.SIGTERM)
     assert worker.wait(30) == 0
+
+
+@needs_row_locks
+def test_atomic_jobs_of_a_batch_share_a_transaction_and_a_failure_rolls_back_only_its_own(caplog):
+    """Consecutive atomic jobs of a batch commit together (worker/groups.py):
+    the failing one's insert is rolled back, its batch-mates' are kept."""
+    results = [tasks.record_atomic_unless.enqueue(f"g{i}", "fail" if i == 3 else "") for i in range(6)]
+    burst()
+    jobs = {job.pk: job for job in Job.objects.all()}
+    statuses = [jobs[int(r.id)].status for r in results]
+    assert statuses == ["SUCCESSFUL"] * 3 + ["READY"] + ["SUCCESSFUL"] * 2, "g3 waits for its retry"
+    assert [runs(f"g{i}") for i in range(6)] == [1, 1, 1, 0, 1, 1]
+    assert [jobs[int(r.id)].attempts for r in results] == [1, 1, 1, 1, 1, 1]
+    assert "rolled back" not in caplog.text, "no group was lost"
+
+
+@needs_row_locks
+def test_a_task_that_closes_the_connection_loses_its_group_and_the_members_run_again_once(caplog):
+    """Closing the connection rolls the whole group back: the jobs before it
+    in the group go back to the queue unspent and run again, each effect once."""
+    results = [tasks.record_atomic_unless.enqueue(f"c{i}", "close" if i == 4 else "") for i in range(6)]
+    with caplog.at_level("WARNING", logger="django_dbqueue"):
+        burst()
+    lost = [r.getMessage() for r in caplog.records if "transaction that was rolled back" in r.getMessage()]
+    assert lost and lost[0].startswith("4 atomic jobs"), lost  # the first group: c0 to c3, then c4 closed it
+    jobs = {job.pk: job for job in Job.objects.all()}
+    assert [jobs[int(r.id)].status for r in results] == ["SUCCESSFUL"] * 4 + ["READY", "SUCCESSFUL"]
+    assert [runs(f"c{i}") for i in range(6)] == [1, 1, 1, 1, 0, 1]
+    # The rolled-back run cost c0 to c3 nothing; c4's own attempt failed.
+    assert [jobs[int(r.id)].attempts for r in results] == [1, 1, 1, 1, 1, 1]

@@ -21,8 +21,29 @@ Not covered: anything outside that transaction (email, HTTP, files, other
 databases, or a connection the task opens itself), nor what commits inside
 it behind Django's back: a raw ``COMMIT``, or a statement that commits
 implicitly (DDL, ``LOCK TABLES`` on MySQL) commits the body's writes so far
-on every attempt. A job's success is not batched with others: each atomic
-job commits its own transaction.
+on every attempt.
+
+Atomic jobs of one batch share a transaction (``AtomicGroup``,
+groups.py), each in a savepoint of its own, where claims lock rows
+(MariaDB, MySQL, PostgreSQL): at its end one UPDATE records every member's
+success, on the same condition as above for all of them, and one COMMIT
+makes the whole group durable. That is one statement and one commit per
+group rather than per job, which held atomic jobs at about half the plain
+rate. Nothing of a group commits unless every member's success is written:
+
+- a member that fails rolls back to its savepoint (its own writes only),
+  the group commits what succeeded before it, and its failure is recorded
+  as any task's;
+- a member whose lease was lost, a conflict (a deadlock rolls the whole
+  transaction back), a connection lost or closed by a task, or a forced
+  stop loses the group: everything in it rolls back, and its members go
+  back to the queue to run again, their attempts unspent.
+
+A group commits after GROUP_AGE, at the end of the batch, before any other
+outcome is recorded, and before a task whose last run took GROUP_AGE or
+more, so that a slow job never keeps a group's writes locked for long; its
+members' success is visible, and their ``task_finished`` sent, once it
+commits. Suspects (always alone) and SQLite keep one transaction per job.
 
 A body that returns with its transaction unusable (marked for rollback, or
 its connection closed) cannot have its success recorded in it: that is the
@@ -32,6 +53,7 @@ attempt's failure (``TransactionUnusable``), and the worker lives on.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from django.db import OperationalError, connections, transaction
@@ -64,8 +86,46 @@ class _LeaseLost(Exception):
 
 def run_atomic(runner: Runner, job: Job, task: Task, started: Any) -> str:
     """Run an ``atomic=True`` task and record its outcome (see the module)."""
+    group = runner.atomic
+    if group.runs_alone(job):
+        runner.settle()  # earlier outcomes first, in the order they happened
+        return _alone(runner, job, task, started)
+    if group.is_open and not group.joins(job):
+        runner.settle()
+    if not group.is_open:
+        runner.settle()
+        group.open()
+    savepoint = group.savepoint()
+    began = time.monotonic()
+    try:
+        success = _body(runner, job, task, started)
+    except _RollBack as rolled_back:
+        group.took(job, time.monotonic() - began)
+        if connections[runner.backend.database].closed_in_transaction:
+            group.lose("a task closed the connection")
+        else:
+            group.roll_back_to(savepoint)
+            group.commit()  # what succeeded before it, then its failure
+        return runner.fail(job, started, rolled_back.cause, final=rolled_back.final, task=task)
+    except OperationalError as exc:
+        if not is_conflict(exc):
+            group.lose(f"a statement failed ({exc})")
+            raise
+        # InnoDB rolls a deadlocked transaction back whole, the group with it.
+        group.lose("a deadlock rolled its transaction back")
+        return _alone(runner, job, task, started)
+    except BaseException as exc:  # a forced stop
+        group.lose(f"the worker stopped ({type(exc).__name__})")
+        raise
+    group.add(success, task, time.monotonic() - began)
+    if group.due():
+        group.commit()
+    return Status.SUCCESSFUL
+
+
+def _alone(runner: Runner, job: Job, task: Task, started: Any) -> str:
+    """The job in a transaction of its own."""
     database = runner.backend.database
-    runner.outcomes.flush()  # earlier successes first, in the order they happened
     try:
         # A transaction that lost to another (a deadlock, or on Galera a
         # certification failure at commit) was rolled back whole: run it again.
@@ -93,20 +153,26 @@ def _in_transaction(runner: Runner, job: Job, task: Task, started: Any) -> None:
 
     database = runner.backend.database
     with transaction.atomic(using=database):
-        value, raised = runner.call(job, task, started)
-        if raised is not None and is_conflict(raised):
-            raise raised  # the body's own statement lost: all of it rolls back
-        if raised is None:
-            raised = unusable(database)
-        if raised is not None:
-            raise _RollBack(raised, final=False)
-        try:
-            value, size = check_return_value(value, runner.config.MAX_RETURN_BYTES)
-        except ResultNotStorable as exc:
-            raise _RollBack(exc, final=True) from None
-        success = Finished(job, started, runner.clock.now(), return_value=value, size=size)
+        success = _body(runner, job, task, started)
         if not Job.objects.using(database).record(runner.owner, success):
             raise _LeaseLost
+
+
+def _body(runner: Runner, job: Job, task: Task, started: Any) -> Finished:
+    """Call the task in the open transaction; its success, to be recorded in
+    that transaction, or _RollBack with its failure, or the conflict it met."""
+    value, raised = runner.call(job, task, started)
+    if raised is not None and is_conflict(raised):
+        raise raised  # the body's own statement lost: all of it rolls back
+    if raised is None:
+        raised = unusable(runner.backend.database)
+    if raised is not None:
+        raise _RollBack(raised, final=False)
+    try:
+        value, size = check_return_value(value, runner.config.MAX_RETURN_BYTES)
+    except ResultNotStorable as exc:
+        raise _RollBack(exc, final=True) from None
+    return Finished(job, started, runner.clock.now(), return_value=value, size=size)
 
 
 def unusable(database: str) -> TransactionUnusable | None:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..running.control import JobControl
     from ..tasks_api import Task
     from ..transitions import Finished
+    from .groups import AtomicGroup
     from .outcomes import OutcomeBuffer
     from .shared import Slot
 
@@ -31,7 +32,10 @@ class Runner(Protocol):
     control: JobControl
     slot: Slot | None
     outcomes: OutcomeBuffer
+    atomic: AtomicGroup
     writes: DurableWrites
+
+    def settle(self) -> None: ...
 
     def call(self, job: Job, task: Task, started: Any) -> tuple[Any, BaseException | None]: ...
 

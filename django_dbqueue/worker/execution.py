@@ -31,6 +31,7 @@ from ..transitions import Finished, attempts_after, retry_delay
 from ..workflows.context import running_job
 from .atomic import run_atomic
 from .contract import error_entry
+from .groups import AtomicGroup
 from .outcomes import OutcomeBuffer
 from .shared import Slot
 from .signals import ForcedStop
@@ -74,8 +75,29 @@ class JobRunner:
             max_jobs=batch,
             max_age=min(self.config.heartbeat_interval, 1.0),
         )
+        # Consecutive atomic jobs of a batch, in one transaction (atomic.py).
+        self.atomic = AtomicGroup(
+            backend.database, owner, batch, finished=self.finished, release=self.release
+        )
         # What the task's current_job() shares with this worker (running/job.py).
         self.control = JobControl(owner, backend.database, slot, self.config.control_interval)
+
+    def due(self) -> bool:
+        """Whether what waits to be written (successes, an atomic group) should be now."""
+        return self.outcomes.due() or self.atomic.due()
+
+    def settle(self) -> None:
+        """Write what waits: commit the atomic group, flush the successes. A
+        group and waiting successes never coexist (each is settled before
+        the other starts), so outcomes reach the database in order."""
+        self.atomic.commit()
+        self.outcomes.flush()
+
+    def release(self, ids: list[int]) -> int:
+        """Give this worker's claimed jobs back to the queue, attempts unspent."""
+        from ..models import Job
+
+        return Job.objects.using(self.backend.database).release(self.owner, ids)
 
     def run(self, job: Job, batched: bool = True) -> str:
         """Run ``job`` and record its outcome; returns its new status.
@@ -108,6 +130,7 @@ class JobRunner:
         if getattr(task, "atomic", False):
             self.control.atomic = True
             return run_atomic(self, job, task, started)
+        self.atomic.commit()  # an atomic group's outcomes first, in the order they happened
         value, raised = self.call(job, task, started)
         if raised is not None:
             return self.fail(job, started, raised, final=False, task=task)
@@ -124,7 +147,7 @@ class JobRunner:
         if batched and not job.suspect:
             self.outcomes.add(success, task)  # written, and task_finished sent, at its flush
             return Status.SUCCESSFUL
-        self.outcomes.flush()  # outcomes reach the database in the order they happened
+        self.settle()  # outcomes reach the database in the order they happened
         self.record(success)
         self.finished(job, task)
         return success.status
@@ -156,7 +179,7 @@ class JobRunner:
         stop = stop_kind(self.control, exc) if task is not None else None
         if stop is not None and task is not None:
             return record_stop(self, stop, job, started, exc, task)
-        self.outcomes.flush()
+        self.settle()
         attempts = attempts_after(job)
         outcome = Finished(job, started, self.clock.now(), status=Status.FAILED, error=error_entry(exc, self))
         unsaved = self.control.unsaved()  # the attempt's last position, if not written yet

@@ -157,6 +157,7 @@ class Worker:
         return since is not None and time.monotonic() - since > self.lease
 
     def _abandon_current(self) -> None:
+        self.runner.atomic.lose("the worker was stopped at once")
         job, since = self.hand.current, self.runner.started
         if job is None:
             return
@@ -169,7 +170,7 @@ class Worker:
     def _finish(self) -> None:
         """Record what ran and give back what did not, on the way out."""
         try:
-            self.runner.outcomes.flush()
+            self.runner.settle()
         except BaseException:
             # Those jobs stay RUNNING under this worker's name; once the lease
             # runs out, recovery requeues them and they run again.
@@ -225,7 +226,6 @@ class Worker:
     def _run_batch(self, jobs: list[Job]) -> None:
         hand = self.hand
         hand.add(jobs)
-        outcomes = self.runner.outcomes
         while not self.stopping:
             job = hand.next()
             if job is None:
@@ -240,9 +240,9 @@ class Worker:
                 if not self.signals.forcing:  # a forced stop abandons the job in hand: run() records it
                     hand.end()
             self._count(failed=status == Status.FAILED)
-            if outcomes.due():
-                outcomes.flush()
-        outcomes.flush()
+            if self.runner.due():
+                self.runner.settle()
+        self.runner.settle()
         self._give_back()
 
     def _holds(self, job: Job) -> bool:
@@ -254,6 +254,7 @@ class Worker:
             return True
         from ..models import Job
 
+        self.runner.settle()  # not in an atomic group's transaction: the extensions must commit
         jobs = Job.objects.using(self.database)
         lost = self.hand.confirm(job, now, lambda ids: jobs.still_held(self.name, ids, self.lease))
         if lost:
@@ -281,8 +282,8 @@ class Worker:
 
         # Successes waiting in the buffer ran: record them first. Failures are
         # recorded at once, so what this worker still holds RUNNING after
-        # that never started.
-        self.runner.outcomes.flush()
+        # that never started (or, an atomic group's, was rolled back).
+        self.runner.settle()
         self.hand.take_unstarted()
         jobs = Job.objects.using(self.database)
         ids = list(jobs.running().filter(owner=self.name).values_list("pk", flat=True))

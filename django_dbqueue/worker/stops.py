@@ -73,7 +73,7 @@ def record_stop(runner: Runner, kind: str, job: Job, started: Any, exc: BaseExce
 def _cancelled(runner: Runner, job: Job, started: Any, exc: BaseException, task: Task) -> str:
     from ..models import Job
 
-    runner.outcomes.flush()
+    runner.settle()
     # When the cancel was asked: read only on this rare path, never per job.
     asked = Job.objects.using(runner.backend.database).filter(pk=job.pk)
     job.cancel_requested_at = asked.values_list("cancel_requested_at", flat=True).first()
@@ -93,7 +93,7 @@ def _cancelled(runner: Runner, job: Job, started: Any, exc: BaseException, task:
 def _interrupted_outcome(runner: Runner, job: Job, exc: BaseException) -> str:
     from ..models import Job
 
-    runner.outcomes.flush()
+    runner.settle()
     note = error_entry(exc, runner)
     unsaved = runner.control.unsaved()
     checkpoints = {job.pk: unsaved} if unsaved is not None else None
@@ -120,7 +120,7 @@ def cancel_unstarted(runner: Runner, job: Job, started: Any) -> str:
     WAITING row set by SQL, say): CANCELLED without running, its attempt
     unspent, through the outcome path, so that its batch and dependants
     follow as for any cancelled job."""
-    runner.outcomes.flush()
+    runner.settle()
     now = runner.clock.now()
     error = cancelled_error(job, now, runner.owner, "before it started")
     if runner.record(Finished(job, started, now, status=Status.CANCELLED, error=error, ran=False)):

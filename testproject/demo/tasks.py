@@ -273,3 +273,15 @@ def record_then_close_connections(key: str) -> str:
     Execution.objects.create(key=key, pid=os.getpid())
     close_old_connections()
     return key
+
+
+@task(atomic=True, max_attempts=2)
+def record_atomic_unless(key: str, then: str = "") -> str:
+    """record_atomic(), or after its insert: ``then="fail"`` raises, ``then="close"``
+    closes the connection (tests/test_atomic.py, the atomic group's members)."""
+    Execution.objects.create(key=key, pid=os.getpid())
+    if then == "fail":
+        raise RuntimeError(f"{key}: failing after the insert, on purpose")
+    if then == "close":
+        close_old_connections()
+    return key
