@@ -15,6 +15,7 @@ from ..exceptions import JobCancelled, TaskResultNotLoadable
 from ..options import QueueOptions
 from ..payload import as_list
 from ..routing import home_backend, result_prefix, split_result_id
+from ..status import Status
 from ..tasks_api import (
     InvalidTaskBackend,
     Task,
@@ -168,9 +169,9 @@ class ResultView:
             if isinstance(error, dict)
         ]
         status = job.status
-        if status == "WAITING":
+        if status == Status.WAITING:
             status = TaskResultStatus.READY  # for its parents (workflows): Django's API has no such state
-        if status == "CANCELLED":
+        if status == Status.CANCELLED:
             # Django's API has no cancelled state; FAILED is finished, so a
             # caller waiting for is_finished stops waiting.
             status = TaskResultStatus.FAILED

@@ -17,6 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..status import Status
 from .shared import SharedState, Slot
 from .timeouts import HARD_GRACE
 
@@ -111,7 +112,7 @@ def record_killed(database: str, overdue: Overdue) -> bool:
     jobs = Job.objects.using(database)
     if overdue.why == "cancel":
         done = jobs.cancel_running(overdue.owner, overdue.job_id, _cancelled_entry(database, overdue))
-        outcome = "CANCELLED"
+        outcome = f"{Status.CANCELLED.label.lower()}, not run again"
     else:
         done = bool(jobs.interrupt(overdue.owner, [overdue.job_id]))
         outcome = "given back to the queue, its attempt unspent"
