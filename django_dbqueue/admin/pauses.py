@@ -4,7 +4,7 @@ and the list of paused queues."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import ADDITION, DELETION, LogEntry
@@ -15,28 +15,11 @@ from django.urls import URLPattern, path, reverse
 from django.views.decorators.http import require_POST
 
 from ..models import PausedQueue
-from ..operations.pausing import UnknownQueue, pause, paused_queues, resume
+from ..operations.pausing import UnknownQueue, pause, resume
 from .database import queue_backends, queue_database
 from .readonly import ReadOnlyAdminMixin
 
-if TYPE_CHECKING:
-    from .dashboard import QueueStats
-
 PERMISSION = "django_dbqueue.pause_queue"
-
-
-def with_pauses(queues: list[QueueStats], using: str) -> list[QueueStats]:
-    """The dashboard's queues marked paused or not, a paused queue listed
-    even when it holds no job."""
-    from .dashboard import QueueStats
-
-    paused = paused_queues(using)
-    known = {queue.name: queue for queue in queues}
-    for name in paused - set(known):
-        known[name] = QueueStats(name)
-    for queue in known.values():
-        queue.paused = queue.name in paused
-    return sorted(known.values(), key=lambda queue: queue.name)
 
 
 def may_pause(request: HttpRequest) -> bool:
