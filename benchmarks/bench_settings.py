@@ -8,6 +8,8 @@ from testproject.settings import LOGGING, TASKS
 _options = TASKS["default"]["OPTIONS"]
 if os.environ.get("DBQUEUE_BENCH_HOLD"):
     _options["BATCH_HOLD_SECONDS"] = float(os.environ["DBQUEUE_BENCH_HOLD"])
+if os.environ.get("DBQUEUE_BENCH_POLL_MIN"):
+    _options["POLL_INTERVAL_MIN"] = float(os.environ["DBQUEUE_BENCH_POLL_MIN"])
 if os.environ.get("DBQUEUE_BENCH_BATCH"):
     _options["BATCH_SIZE"] = int(os.environ["DBQUEUE_BENCH_BATCH"])
 # Django logs every task start and finish at INFO ("django.tasks"); the
