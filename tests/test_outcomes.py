@@ -117,3 +117,29 @@ def test_the_buffer_is_due_by_count_or_by_age():
     [job] = Job.objects.claim("w1", limit=1)
     job_runner.run(job)
     assert outcomes.due()
+
+
+def test_a_batched_success_carries_the_result_to_result_makes_of_its_row():
+    """task_finished's result of a batched success is made from its running
+    one (ResultView.succeeded): it must equal what to_result() reads back."""
+    import dataclasses
+
+    for i in range(5):
+        add.enqueue(i, 1)
+    heard = []
+
+    def receiver(sender, task_result, **kwargs):
+        heard.append(task_result)
+
+    task_finished.connect(receiver)
+    try:
+        worker = Worker(backend(), ["default"], batch=5)
+        worker._run_batch(worker._claim())
+    finally:
+        task_finished.disconnect(receiver)
+    assert len(heard) == 5
+    for result in heard:
+        stored = backend().to_result(Job.objects.get(pk=result.id))
+        for field in dataclasses.fields(stored):
+            assert getattr(result, field.name) == getattr(stored, field.name), field.name
+        assert result.status == "SUCCESSFUL" and result.return_value == result.args[0] + 1

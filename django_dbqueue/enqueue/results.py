@@ -60,6 +60,9 @@ class StoredTaskError(TaskError):
 IDENTITY = frozenset({"task", "id", "args", "kwargs", "backend"})
 
 
+# Django's TaskResult fields, which live in slots: vars() does not hold them.
+_TASK_RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(TaskResult))
+
 # JobResult's own fields, and their defaults.
 RUNNING_FIELDS = {"progress": None, "progress_message": "", "progress_at": None, "cancel_requested_at": None}
 
@@ -206,6 +209,23 @@ class ResultView:
                 if value != default and value is not None:
                     object.__setattr__(result, name, value)
         return result
+
+    def succeeded(self, running: JobResult, job: Any) -> JobResult:
+        """The result ``task_finished`` carries for ``job``'s success, made
+        from ``running``, the one its ``task_started`` carried: the same but
+        for its status, finish and return value (a batched success writes
+        exactly the start, attempt and worker the running view showed).
+        Equal to ``to_result(job, task)`` after the success is recorded
+        (tests/test_outcomes.py), without TaskResult's ``__init__``, which
+        normalises the arguments again: the worker makes one per job."""
+        done = object.__new__(type(running))
+        for name in _TASK_RESULT_FIELDS:
+            object.__setattr__(done, name, getattr(running, name))
+        vars(done).update(vars(running))
+        object.__setattr__(done, "status", TaskResultStatus.SUCCESSFUL)
+        object.__setattr__(done, "finished_at", job.finished_at)
+        object.__setattr__(done, "_return_value", job.return_value)
+        return done
 
     def _task_as_stored(self, task: Task, job: Any) -> Task:
         # enqueue() stores run_after=enqueued_at for a task without one.

@@ -66,6 +66,7 @@ class JobRunner:
         self.give_up = give_up
         self.clock = DatabaseClock(backend.database)
         self.started: Any = None  # when the job in hand started, on the database's clock
+        self.running: Any = None  # the job in hand's TaskResult, as task_started carried it
         self.writes = DurableWrites(backend.database, outage, give_up)
         self.outcomes = OutcomeBuffer(
             self.writes,
@@ -145,7 +146,7 @@ class JobRunner:
             return self.fail(job, started, refused, final=True, task=task)
         success = Finished(job, started, self.clock.now(), return_value=value, size=size)
         if batched and not job.suspect:
-            self.outcomes.add(success, task)  # written, and task_finished sent, at its flush
+            self.outcomes.add(success, task, self.running)  # written, and task_finished sent, at its flush
             return Status.SUCCESSFUL
         self.settle()  # outcomes reach the database in the order they happened
         self.record(success)
@@ -155,7 +156,7 @@ class JobRunner:
     def call(self, job: Job, task: Task, started: Any) -> tuple[Any, BaseException | None]:
         """Call the task: ``(return value, None)``, or ``(None, what it raised)``."""
         try:
-            result = self.backend.to_result(started_view(job, started), task)
+            self.running = result = self.backend.to_result(started_view(job, started), task)
             task_started.send(type(self.backend), task_result=result)
             args: list[Any] = [TaskContext(task_result=result), *job.args] if task.takes_context else job.args
             timeout = getattr(task, "timeout", None) or self.config.JOB_TIMEOUT

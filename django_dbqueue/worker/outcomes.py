@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import DataError, IntegrityError
 
@@ -62,17 +62,19 @@ class OutcomeBuffer:
         self.record_one = record_one
         self.max_jobs = max_jobs
         self.max_age = max_age
-        self.pending: list[tuple[Finished, Task]] = []
+        self.pending: list[tuple[Finished, Task, Any]] = []
         self.oldest = 0.0
         self.urgent_since: float | None = None
 
     def __len__(self) -> int:
         return len(self.pending)
 
-    def add(self, success: Finished, task: Task) -> None:
+    def add(self, success: Finished, task: Task, running: Any = None) -> None:
+        """``running``: the TaskResult its task_started carried, from which
+        its task_finished's is made (``ResultView.succeeded``)."""
         if not self.pending:
             self.oldest = time.monotonic()
-        self.pending.append((success, task))
+        self.pending.append((success, task, running))
         # A limited job holds one of its key's slots until its success is
         # written, and others of its key wait for it: it is kept back for
         # LIMITED_AGE at most, not for max_age (one write per limited job
@@ -101,7 +103,7 @@ class OutcomeBuffer:
         # A flush that fails through an outage keeps what it has not written
         # for the next one; rewriting a group that did get through matches no
         # row, as those rows are no longer RUNNING.
-        for group in statements([success for success, _ in self.pending]):
+        for group in statements([success for success, _, _ in self.pending]):
             try:
                 updated += self.writes(partial(jobs.record_successes, self.owner, group))
             except REFUSED as exc:
@@ -124,8 +126,11 @@ class OutcomeBuffer:
             )
         sender = type(self.backend)
         if task_finished.has_listeners(sender):
-            for success, task in pending:
-                task_finished.send(sender, task_result=self.backend.to_result(success.job, task))
+            backend = self.backend
+            for success, task, running in pending:
+                job = success.job
+                result = backend.succeeded(running, job) if running else backend.to_result(job, task)
+                task_finished.send(sender, task_result=result)
         return updated
 
 
