@@ -13,8 +13,11 @@ MariaDB, MySQL, PostgreSQL and SQLite all take.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import connections
 from django.db.models import DateTimeField
 
@@ -53,7 +56,7 @@ class RowUpdate:
         if isinstance(field, DateTimeField):
             # Aware datetimes straight to the backend's adapter: the field's
             # full preparation per value showed in the worker's profile.
-            prepare = self.connection.ops.adapt_datetimefield_value
+            prepare = _datetime_adapter(self.connection)
         else:
             prepare = lambda value: field.get_db_prep_save(value, self.connection)  # noqa: E731
         # Ids are written into the SQL as digits (int() admits nothing else):
@@ -86,3 +89,22 @@ class RowUpdate:
         with self.connection.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.rowcount
+
+
+def _datetime_adapter(connection: Any) -> Callable[[Any], Any]:
+    """The backend's datetime adapter; on MySQL and MariaDB with ``USE_TZ``,
+    for a time already in the connection's zone (the worker's clock gives
+    UTC, and so is the connection unless DATABASES sets TIME_ZONE), what it
+    returns for it, without its per-value checks: the text of the naive
+    time (three such times per job showed in the worker's profile)."""
+    adapt = connection.ops.adapt_datetimefield_value
+    if connection.vendor != "mysql" or not settings.USE_TZ:
+        return adapt
+    zone = connection.timezone
+
+    def adapted(value: Any) -> Any:
+        if isinstance(value, datetime) and value.tzinfo is zone:
+            return str(value.replace(tzinfo=None))
+        return adapt(value)
+
+    return adapted
