@@ -131,7 +131,7 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
             else:
                 on_duplicate = getattr(task, "on_duplicate", "return")
                 holder = retry_on_conflict(
-                    lambda: insert_or_holder(job, self.database, on_duplicate), self.database
+                    lambda: insert_or_holder(job, self.database, on_duplicate, self.result_id), self.database
                 )
         if holder is not job:
             return self.to_result(holder, task if holder.task_path == task.module_path else None)

@@ -24,7 +24,9 @@ class RanJob:
     status after the run: SUCCESSFUL, FAILED, or READY (it failed and will be
     retried after its backoff). ``result`` is the job's TaskResult as stored
     then (``result.return_value``, ``result.errors``); None for a row whose
-    task path names no task (it ends FAILED without running)."""
+    task path names no task (it ends FAILED without running). ``id`` is the
+    job's result id, as ``result.id`` and ``enqueue()`` give it: ``"17"`` on
+    the home database, ``"reports:17"`` on the backend ``reports`` elsewhere."""
 
     id: str
     task_path: str
@@ -77,5 +79,6 @@ def run_due_jobs(
             result = queue_backend.to_result(job)
         except LookupError:  # a row whose task path names no task it may load
             result = None
-        ran.append(RanJob(str(job.pk), job.task_path, str(job.status), job.attempts, result))
+        ran_id = queue_backend.result_id(job.pk)
+        ran.append(RanJob(ran_id, job.task_path, str(job.status), job.attempts, result))
     return ran

@@ -20,8 +20,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connections
 
+from django_dbqueue.exceptions import JobAlreadyQueued
 from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import TaskResultDoesNotExist, default_task_backend, task_backends
+from django_dbqueue.testing import run_due_jobs
 from tests.admin_helpers import DASHBOARD
 from tests.conftest import ROOT, wait_for
 
@@ -113,6 +115,23 @@ def test_unique_keys_hold_per_server(second):
     assert again.id == first.id and there_again.id == there.id
     assert Job.objects.filter(unique_key="nightly").count() == 1
     assert Job.objects.using(SECOND).filter(unique_key="nightly").count() == 1
+
+
+def test_ids_of_a_held_key_and_of_run_due_jobs_are_the_backends_result_ids(second):
+    from demo.tasks import add
+
+    home = add.using(unique_key="held").enqueue(1, 1)
+    there = add.using(unique_key="held", backend=SECOND).enqueue(2, 2)
+    for held in (home, there):
+        with pytest.raises(JobAlreadyQueued, match=f"The unfinished job {held.id} ") as raised:
+            add.using(unique_key="held", on_duplicate="raise", backend=held.backend).enqueue(3, 3)
+        assert raised.value.job_id == held.id
+    assert there.id.startswith(f"{SECOND}:") and ":" not in home.id
+
+    [ran_there] = run_due_jobs(backend=SECOND)
+    [ran_home] = run_due_jobs()
+    assert (ran_home.id, ran_there.id) == (home.id, there.id)
+    assert ran_there.return_value == 4
 
 
 def test_one_runqueue_serving_both_backends_drains_both_servers(second, runqueue):

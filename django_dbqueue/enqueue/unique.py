@@ -14,6 +14,7 @@ that races the holder's own uncommitted INSERT still spends one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, connections, transaction
@@ -30,10 +31,14 @@ if TYPE_CHECKING:
 ROUNDS = 5
 
 
-def insert_or_holder(job: Job, using: str, on_duplicate: str) -> Job:
+def insert_or_holder(
+    job: Job, using: str, on_duplicate: str, result_id: Callable[[object], str] = str
+) -> Job:
     """Insert ``job`` (which holds ``job.unique_key``) and return it, or
     return the unfinished job that holds the key already (``on_duplicate
-    ="return"``), or raise :class:`JobAlreadyQueued` (``"raise"``)."""
+    ="return"``), or raise :class:`JobAlreadyQueued` (``"raise"``) with the
+    holder's ``result_id`` (the backend's: ``"reports:17"`` off the home
+    database, routing.py)."""
     rows = type(job)._base_manager.using(using)
     for _ in range(ROUNDS):
         # Look first: an INSERT refused by the index has taken an
@@ -47,9 +52,10 @@ def insert_or_holder(job: Job, using: str, on_duplicate: str) -> Job:
         if holder is None:
             continue  # finished meanwhile: the key is free again
         if on_duplicate == "raise":
+            holder_id = result_id(holder.pk)
             raise JobAlreadyQueued(
-                f"The unfinished job {holder.pk} ({holder.status}) holds the unique key {job.unique_key!r}.",
-                job_id=str(holder.pk),
+                f"The unfinished job {holder_id} ({holder.status}) holds the unique key {job.unique_key!r}.",
+                job_id=holder_id,
             )
         return holder
     raise IntegrityError(
