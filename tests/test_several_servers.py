@@ -22,8 +22,11 @@ from django.db import connections
 
 from django_dbqueue.exceptions import JobAlreadyQueued
 from django_dbqueue.models import Job
+from django_dbqueue.routing import split_result_id
 from django_dbqueue.tasks_api import TaskResultDoesNotExist, default_task_backend, task_backends
 from django_dbqueue.testing import run_due_jobs
+from django_dbqueue.workflows import chain
+from django_dbqueue.workflows.models import Dependency
 from tests.admin_helpers import DASHBOARD
 from tests.conftest import ROOT, wait_for
 
@@ -132,6 +135,37 @@ def test_ids_of_a_held_key_and_of_run_due_jobs_are_the_backends_result_ids(secon
     [ran_home] = run_due_jobs()
     assert (ran_home.id, ran_there.id) == (home.id, there.id)
     assert ran_there.return_value == 4
+
+
+def test_depends_on_a_job_of_another_server_is_refused_and_one_on_the_same_database_is_not(second, settings):
+    from demo.tasks import add
+
+    home = add.enqueue(1, 1)
+    there = add.using(backend=SECOND).enqueue(2, 2)
+    refusals = [
+        (add.using(depends_on=[home], backend=SECOND), f"the job #{home.id} of the database 'default'"),
+        (add.using(depends_on=[there]), "of the database 'second', but the job of demo.tasks.add goes "),
+        (add.using(depends_on=[there.id]), "to the database 'default': a job's parents must be on its own"),
+        (add.using(depends_on=[home.id], backend=SECOND), "goes to the database 'second'"),
+    ]
+    for dependant, message in refusals:
+        with pytest.raises(ValueError, match=message):
+            dependant.enqueue(3, 3)
+    with pytest.raises(ValueError, match="database 'default'"):
+        chain((add.using(backend=SECOND), (1, 2)), (add, (3, 4)))
+    assert (Job.objects.count(), Job.objects.using(SECOND).count()) == (1, 1), "a refusal writes nothing"
+
+    # Backends that share a DATABASE share its jobs: their parents are found.
+    entries = {alias: dict(entry) for alias, entry in settings.TASKS.items()}
+    settings.TASKS = {**entries, "home2": entries["default"], "second2": entries[SECOND]}
+    here = add.using(depends_on=[home], backend="home2").enqueue(4, 4)
+    away = add.using(depends_on=[there.id], backend="second2").enqueue(5, 5)
+    assert away.id.startswith("second2:") and ":" not in here.id
+    parents = [
+        Dependency.objects.using(database).get(child_id=split_result_id(result.id)[1]).parent_id
+        for database, result in (("default", here), (SECOND, away))
+    ]
+    assert parents == [int(home.id), int(split_result_id(there.id)[1])]
 
 
 def test_one_runqueue_serving_both_backends_drains_both_servers(second, runqueue):

@@ -87,4 +87,4 @@ def passed_results(task: Any) -> list[None]:
     parent job, for checking its arguments at enqueue."""
     if not getattr(task, "pass_result", False):
         return []
-    return [None for kind, _ in getattr(task, "depends_on", ()) if kind == "job"]
+    return [None for kind, *_ in getattr(task, "depends_on", ()) if kind == "job"]

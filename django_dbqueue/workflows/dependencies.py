@@ -22,9 +22,9 @@ from typing import Any
 
 from django.db import transaction
 
-from ..routing import split_result_id
+from ..routing import home_database, split_result_id
 from ..status import FINISHED, Status
-from ..tasks_api import TaskResult
+from ..tasks_api import InvalidTaskBackend, TaskResult, task_backends
 from .calls import Call, as_call
 from .completion import FAILURES
 from .models import Batch, BatchStatus, Dependency
@@ -32,20 +32,25 @@ from .models import Batch, BatchStatus, Dependency
 POLICIES = ("cancel", "run")
 
 
-def parent_ids(depends_on: Any) -> list[tuple[str, int]]:
-    """``depends_on`` as ``[("job", id) | ("batch", id), ...]``, in order."""
+def parent_ids(depends_on: Any) -> list[tuple[str, int, str]]:
+    """``depends_on`` as ``[("job" | "batch", id, database), ...]``, in
+    order. A job's database is its backend's; an id is read as a result id
+    is: ``"17"`` on the home database, ``"reports:17"`` on the backend
+    ``reports``'s (routing.py)."""
     if depends_on is None:
         return []
     values = [depends_on] if not isinstance(depends_on, (list, tuple, set, frozenset)) else list(depends_on)
-    parents: list[tuple[str, int]] = []
+    parents: list[tuple[str, int, str]] = []
     for value in values:
         if isinstance(value, TaskResult):
-            # A job off the home database has the id "alias:17" (routing.py).
-            parents.append(("job", int(split_result_id(value.id)[1])))
+            pk = split_result_id(value.id)[1]
+            parents.append(("job", int(pk), _database_of(value.backend, value)))
         elif hasattr(value, "counts") and hasattr(value, "seal"):  # a BatchHandle
-            parents.append(("batch", int(value.id)))
-        elif isinstance(value, (int, str)) and not isinstance(value, bool) and str(value).isdigit():
-            parents.append(("job", int(value)))
+            parents.append(("batch", int(value.id), value.database))
+        elif isinstance(value, (int, str)) and not isinstance(value, bool) and _is_id(value):
+            alias, pk = split_result_id(value)
+            database = home_database() if alias is None else _database_of(alias, value)
+            parents.append(("job", int(pk), database))
         else:
             raise TypeError(
                 f"depends_on takes jobs (their TaskResult or id) and batches (from batch() or "
@@ -54,20 +59,59 @@ def parent_ids(depends_on: Any) -> list[tuple[str, int]]:
     return parents
 
 
+def _is_id(value: int | str) -> bool:
+    return str(split_result_id(value)[1]).isdigit()
+
+
+def _database_of(alias: str, parent: Any) -> str:
+    """The database of the task backend ``alias``, which made ``parent``."""
+    from ..backend import DatabaseBackend
+
+    try:
+        backend = task_backends[alias]
+    except InvalidTaskBackend:
+        raise TypeError(
+            f"depends_on names {parent!r}, a job of the task backend {alias!r}, which settings.TASKS "
+            "does not configure."
+        ) from None
+    if not isinstance(backend, DatabaseBackend):
+        raise TypeError(
+            f"depends_on takes jobs of django_dbqueue backends; {parent!r} is a job of the task "
+            f"backend {alias!r}, a {type(backend).__name__}."
+        )
+    return backend.database
+
+
+def check_same_database(job: Any, parents: list[tuple[str, int, str]], using: str) -> None:
+    """Refuse parents on another database than the dependant's ``using``:
+    each server numbers its own jobs, so the dependant's server would look
+    a parent up by its number and could find another job."""
+    for kind, pk, database in parents:
+        if database != using:
+            raise ValueError(
+                f"depends_on names the {kind} #{pk} of the database {database!r}, but the job of "
+                f"{job.task_path} goes to the database {using!r}: a job's parents must be on its own "
+                "database server. Enqueue it through a task backend whose DATABASE is "
+                f"{database!r}, or give the parent a backend on {using!r}."
+            )
+
+
 def check_policy(value: Any) -> None:
     if value not in POLICIES:
         raise ValueError(f"on_parent_failure must be 'cancel' or 'run', not {value!r}.")
 
 
-def insert_dependant(job: Any, parents: list[tuple[str, int]], using: str) -> None:
+def insert_dependant(job: Any, parents: list[tuple[str, int, str]], using: str) -> None:
     """Insert ``job`` WAITING for ``parents``, or READY (or CANCELLED, by its
-    policy) if they have all finished already; in one transaction."""
+    policy) if they have all finished already; in one transaction. Parents
+    on another database are refused (ValueError), before anything is written."""
     from ..enqueue.inserting import insert_job
     from ..models import Job
 
+    check_same_database(job, parents, using)
     jobs = Job._base_manager.using(using)
-    job_ids = [pk for kind, pk in parents if kind == "job"]
-    batch_ids = [pk for kind, pk in parents if kind == "batch"]
+    job_ids = [pk for kind, pk, _ in parents if kind == "job"]
+    batch_ids = [pk for kind, pk, _ in parents if kind == "batch"]
     with transaction.atomic(using=using):
         rows = {pk: (status, value) for pk, status, value in _locked(jobs, job_ids)}
         batches = dict(
@@ -103,7 +147,7 @@ def insert_dependant(job: Any, parents: list[tuple[str, int]], using: str) -> No
                 parent_batch_id=pk if kind == "batch" else None,
                 resolved=pk in resolved[kind == "batch"],
             )
-            for kind, pk in parents
+            for kind, pk, _ in parents
         )
         if open_jobs:
             jobs.filter(pk__in=open_jobs, has_dependants=False).update(has_dependants=True)
