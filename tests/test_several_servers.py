@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
+import re
 import signal
 from collections.abc import Iterator
 from io import StringIO
@@ -25,6 +27,8 @@ from django_dbqueue.models import Job
 from django_dbqueue.routing import split_result_id
 from django_dbqueue.tasks_api import TaskResultDoesNotExist, default_task_backend, task_backends
 from django_dbqueue.testing import run_due_jobs
+from django_dbqueue.worker.status import StatusLine
+from django_dbqueue.worker.supervisor import Supervisor
 from django_dbqueue.workflows import chain
 from django_dbqueue.workflows.models import Dependency
 from tests.admin_helpers import DASHBOARD
@@ -193,7 +197,35 @@ def test_one_runqueue_serving_both_backends_drains_both_servers(second, runqueue
         {name for job in Job.objects.using(alias) for name in job.worker_ids} for alias in ("default", SECOND)
     ]
     assert all(workers) and not workers[0] & workers[1], workers
-    assert run.output().count("Done: processed 40 jobs (0 failed)") == 2, "one summary per backend"
+    for alias in ("default", SECOND):
+        assert re.search(
+            rf"Done: processed 40 jobs \(0 failed\) in .*, for the backend '{alias}'\.", run.output()
+        )
+
+
+def test_the_status_lines_name_the_backend_only_when_runqueue_serves_several(second, caplog):
+    from demo.tasks import noop
+
+    noop.using(backend=SECOND).enqueue()  # a backlog: a status line is due
+    lines = {}
+    for several in (False, True):
+        status = StatusLine(Supervisor(SECOND, ["default"], processes=1, batch=1, burst=True))
+        if several:
+            status.name_backend()  # as SupervisorGroup does for each of several backends
+        status.interval = 0.0
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="django_dbqueue"):
+            status.maybe_log()
+            status.summary()
+        lines[several] = [record.getMessage() for record in caplog.records]
+    line, summary = (
+        r"processed=0 failed=0 rate=0\.0 jobs/s ready_backlog=1",
+        r"Done: processed 0 jobs \(0 failed\)",
+    )
+    restarts = r" in \d+\.\ds, 0\.0 jobs/s, 0 worker restarts"
+    assert re.fullmatch(line, lines[False][0]) and re.fullmatch(summary + restarts + r"\.", lines[False][1])
+    assert re.fullmatch("backend=second " + line, lines[True][0]), lines[True]
+    assert re.fullmatch(summary + restarts + ", for the backend 'second'\\.", lines[True][1]), lines[True]
 
 
 @pytest.mark.parametrize("to_group", [False, True], ids=["runqueue", "its-process-group"])

@@ -1,5 +1,7 @@
 """The supervisor's log lines: a status line every STATUS_INTERVAL while
-there is work, and a summary when it stops."""
+there is work, and a summary when it stops. A runqueue that serves several
+backends (supervisors.py) names each line's backend; with one backend the
+lines are as they always were."""
 
 from __future__ import annotations
 
@@ -34,6 +36,14 @@ class StatusLine:
         self.interval = supervisor.backend.config.STATUS_INTERVAL
         self.last_time = time.monotonic()
         self.last_processed = 0
+        # Empty unless name_backend() is called: one backend's lines stay as they were.
+        self.status_prefix = self.summary_suffix = ""
+
+    def name_backend(self) -> None:
+        """Name the backend in every line, for a runqueue that serves several."""
+        alias = self.supervisor.backend.alias
+        self.status_prefix = f"backend={alias} "
+        self.summary_suffix = f", for the backend {alias!r}"
 
     def maybe_log(self) -> None:
         now = time.monotonic()
@@ -44,7 +54,8 @@ class StatusLine:
         if processed != self.last_processed or backlog:
             rate = (processed - self.last_processed) / (now - self.last_time)
             logger.info(
-                "processed=%d failed=%d%s rate=%.1f jobs/s ready_backlog=%s",
+                "%sprocessed=%d failed=%d%s rate=%.1f jobs/s ready_backlog=%s",
+                self.status_prefix,
                 processed,
                 failed,
                 "".join(f" {name}={count}" for name, count in self._control_counts()),
@@ -78,7 +89,7 @@ class StatusLine:
         processed, failed = sup.state.totals()
         elapsed = time.monotonic() - sup.started
         logger.info(
-            "Done: processed %d job%s (%d failed%s) in %.1fs, %.1f jobs/s, %d worker restart%s.",
+            "Done: processed %d job%s (%d failed%s) in %.1fs, %.1f jobs/s, %d worker restart%s%s.",
             processed,
             pluralize(processed),
             failed,
@@ -87,4 +98,5 @@ class StatusLine:
             processed / elapsed if elapsed else 0.0,
             sup.restarts,
             pluralize(sup.restarts),
+            self.summary_suffix,
         )

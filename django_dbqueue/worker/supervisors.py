@@ -30,6 +30,8 @@ class SupervisorGroup:
         try:
             for supervisor in self.supervisors:
                 supervisor.start()
+                if len(self.supervisors) > 1:
+                    supervisor.status.name_backend()
             while not all(supervisor.all_exited() for supervisor in self.supervisors):
                 time.sleep(TICK)
                 for supervisor in self.supervisors:
