@@ -220,24 +220,20 @@ def entry_problems(alias: str, params: dict[str, Any]) -> list[str]:
 
 def database_problem(alias: str, database: Any) -> str | None:
     """The sentence for an OPTIONS DATABASE that names no alias in DATABASES, or None."""
+    return _unknown_alias(alias, database, "keeps its jobs in", "DATABASE")
+
+
+def read_database_problem(alias: str, read_database: Any) -> str | None:
+    """The sentence for an OPTIONS READ_DATABASE that names no alias in DATABASES, or None."""
+    return _unknown_alias(alias, read_database, "reads its admin lists and statistics from", "READ_DATABASE")
+
+
+def _unknown_alias(alias: str, database: Any, does: str, option: str) -> str | None:
     from django.conf import settings
 
     if not isinstance(database, str) or database in settings.DATABASES:
         return None
     return (
-        f"The task backend {alias!r} keeps its jobs in the database {database!r} (OPTIONS DATABASE), "
+        f"The task backend {alias!r} {does} the database {database!r} (OPTIONS {option}), "
         f"which is not in DATABASES; its aliases are {', '.join(settings.DATABASES)}."
-    )
-
-
-def read_database_problem(alias: str, read_database: Any) -> str | None:
-    """The sentence for an OPTIONS READ_DATABASE that names no alias in DATABASES, or None."""
-    from django.conf import settings
-
-    if not isinstance(read_database, str) or read_database in settings.DATABASES:
-        return None
-    return (
-        f"The task backend {alias!r} reads its admin lists and statistics from the database "
-        f"{read_database!r} (OPTIONS READ_DATABASE), which is not in DATABASES; its aliases are "
-        f"{', '.join(settings.DATABASES)}."
     )
