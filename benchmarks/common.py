@@ -108,3 +108,24 @@ def job_summary() -> dict:
         most_attempts=Max("attempts"),
     )
     return {"by_status": by_status, **totals}
+
+
+def comparison_main(doc: str, run, print_rows, *, workers: int, workers_help: str) -> int:
+    """The command line of the benchmarks that compare ways to run one drain
+    (cluster.py, servers.py): --jobs, --rounds, --workers, --json; exit 1
+    unless every job ran once in every row."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=4000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=workers, help=workers_help)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args()
+    result = run(args.jobs, args.rounds, args.workers)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print_rows(result)
+    return 0 if all(row["each_ran_once"] for row in result["rows"]) else 1

@@ -23,8 +23,6 @@ servers and more cores is built from.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import resource
 import statistics
@@ -36,6 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from common import comparison_main  # noqa: E402
 
 from tests.mariadb_sandbox import SandboxMariaDB, available  # noqa: E402
 
@@ -224,18 +224,9 @@ def print_rows(result: dict) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=4000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=2, help="worker processes on one server (default 2)")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = parser.parse_args()
-    result = run(args.jobs, args.rounds, args.workers)
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print_rows(result)
-    return 0 if all(row["each_ran_once"] for row in result["rows"]) else 1
+    return comparison_main(
+        __doc__, run, print_rows, workers=2, workers_help="worker processes on one server (default 2)"
+    )
 
 
 if __name__ == "__main__":
