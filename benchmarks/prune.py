@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import queue
 import subprocess
 import sys
 import time
@@ -55,10 +56,10 @@ def worker_main(out: multiprocessing.Queue) -> None:
     """One real worker; every claim it makes is timed: (start, seconds)."""
     configure()
     from django_dbqueue.tasks_api import task_backends
-    from django_dbqueue.worker import loop
+    from django_dbqueue.worker import claims, loop
 
     timed: list[tuple[float, float]] = []
-    claim = loop.claim_from_queues
+    claim = claims.claim_from_queues
 
     def timed_claim(*args, **kwargs):
         started = time.time()
@@ -67,7 +68,7 @@ def worker_main(out: multiprocessing.Queue) -> None:
         finally:
             timed.append((started, time.time() - started))
 
-    loop.claim_from_queues = timed_claim
+    claims.claim_from_queues = timed_claim
     loop.Worker(task_backends["default"], ["default"], batch=20, burst=True).run()
     out.put(timed)
 
@@ -108,7 +109,16 @@ def drain(jobs: int, prune: bool) -> dict:
         )
     for w in workers:
         w.start()
-    claims = [c for _ in workers for c in results.get(timeout=1800)]
+    claims = []
+    for _ in workers:
+        # A worker that died puts nothing: fail then, not after half an hour.
+        while True:
+            try:
+                claims += results.get(timeout=1)
+                break
+            except queue.Empty:
+                if not any(w.is_alive() for w in workers) and results.empty():
+                    raise RuntimeError("a benchmark worker exited without its figures (see above)") from None
     for w in workers:
         w.join()
     drained = time.time() - started
