@@ -14,7 +14,7 @@ job 17. A result id therefore names its backend unless the job is on the
 *home* database (the one the default task backend uses): ``"17"`` there,
 as for every single-server site, and ``"reports:17"`` on the backend
 ``reports`` elsewhere. Any of the site's backends finds a job from such an
-id alone; a bare id means the backend's own database.
+id alone; a bare id always means the home database.
 """
 
 from __future__ import annotations
