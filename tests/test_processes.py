@@ -11,7 +11,7 @@ from django.db.models import Count
 from demo import tasks
 from demo.models import Execution
 from django_dbqueue.models import Job, Worker
-from tests.conftest import MANAGE, ROOT, needs_row_locks, subprocess_env, wait_for
+from tests.conftest import MANAGE, ROOT, needs_row_locks, once_on_mariadb, subprocess_env, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -103,6 +103,7 @@ def test_a_second_signal_stops_at_once(runqueue):
     assert {str(pk) for pk in Job.objects.values_list("pk", flat=True)} == set(ids)
 
 
+@once_on_mariadb("test_claim.py runs recovery and a suspect's claim alone")
 def test_a_killed_worker_is_restarted_and_its_jobs_come_back_after_the_lease(runqueue):
     sleepers(8, 0.3, prefix="k")
     workers = runqueue("--processes", "2", "--batch", "4", "--queue", "slow", DBQUEUE_LEASE="2")
@@ -124,6 +125,7 @@ def test_a_killed_worker_is_restarted_and_its_jobs_come_back_after_the_lease(run
     assert workers.wait() == 0
 
 
+@once_on_mariadb("test_claim.py runs recovery and a suspect's claim alone")
 def test_a_job_that_kills_its_worker_ends_failed_and_its_batch_mates_finish(runqueue):
     mates_before = [tasks.record.enqueue(f"m{i}").id for i in range(3)]
     poison = tasks.kill_worker.enqueue("poison").id
