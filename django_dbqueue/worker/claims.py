@@ -50,14 +50,15 @@ class Claims:
         self.limited = LimitedClaims()
         self.pauses = PauseCache(database, poll_max)
 
-    def claim(self) -> tuple[list[Job], float]:
-        """A batch, and when its claim was sent (elapsed clock)."""
+    def claim(self) -> tuple[list[Job], float | None]:
+        """A batch, and when its claim was sent (elapsed clock); None when
+        every queue is paused and nothing was sent."""
         from ..models import Job
 
         sent_at = elapsed()
         queues = self.pauses.unpaused(self.queues)  # a paused queue is left out (pausing.py)
         if not queues:
-            return [], sent_at
+            return [], None
         jobs = Job.objects.using(self.database)
         batch = nothing_if_lost(lambda: claim_from_queues(jobs, queues, self.name, self.size, self.lease))
         room = self.size - len(batch)

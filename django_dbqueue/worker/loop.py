@@ -218,6 +218,8 @@ class Worker:
 
     def _claim(self) -> list[Job]:
         batch, sent_at = self.claims.claim()
+        if sent_at is None:
+            return batch  # every queue paused: no claim to time
         self.state.timings.claims.observe(self.slot.index, elapsed() - sent_at)
         if batch:
             self.hand.claimed(sent_at)
