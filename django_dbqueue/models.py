@@ -5,6 +5,7 @@ from django.utils import timezone
 from .fields import KeyField
 from .jsonfield import TolerantJSONField
 from .status import FINISHED, Status
+from .stored_schedules import Schedule
 from .transitions import JobQuerySet, WorkerQuerySet
 from .workflows.models import Batch, BatchStatus, Dependency
 
@@ -17,6 +18,7 @@ __all__ = [
     "Dashboard",
     "Job",
     "PausedQueue",
+    "Schedule",
     "ScheduledRun",
     "Status",
     "Worker",

@@ -144,25 +144,38 @@ def _text(where: str, key: str, value: Any) -> str:
 
 
 def _check(where: str, schedule: Schedule) -> None:
+    for key, problem in field_problems(schedule).items():  # the first only
+        joint = f"[{key!r}] " if key == "catch_up" else ": "
+        raise ImproperlyConfigured(f"{where}{joint}{problem}")
+
+
+def field_problems(schedule: Schedule) -> dict[str, str]:
+    """What is wrong with ``schedule``, by key (``timezone``, ``cron``,
+    ``catch_up``, ``args``), in whole sentences; empty when nothing is. The
+    task itself is checked where a backend is known (backend_checks.py)."""
+    found: dict[str, str] = {}
     try:
         tz = schedule.tz
     except (ZoneInfoNotFoundError, ValueError):
-        raise ImproperlyConfigured(
-            f"{where}: {schedule.timezone!r} is not a time zone this system knows (an IANA name such as "
+        found["timezone"] = (
+            f"{schedule.timezone!r} is not a time zone this system knows (an IANA name such as "
             "'Europe/Riga' or 'UTC')."
-        ) from None
+        )
+        tz = ZoneInfo("UTC")
     try:
         CronSim(schedule.cron, datetime.now(tz))
     except CronSimError as exc:
-        raise ImproperlyConfigured(
-            f"{where}: {schedule.cron!r} is not a cron expression cronsim accepts ({exc}). Give 5 fields "
+        found["cron"] = (
+            f"{schedule.cron!r} is not a cron expression cronsim accepts ({exc}). Give 5 fields "
             "(minute hour day-of-month month day-of-week) or 6 with seconds first."
-        ) from None
+        )
     if schedule.catch_up not in CATCH_UP:
-        raise ImproperlyConfigured(f"{where}['catch_up'] must be one of {', '.join(CATCH_UP)}.")
+        found["catch_up"] = f"must be one of {', '.join(CATCH_UP)}."
     if not isinstance(schedule.args, list) or not isinstance(schedule.kwargs, dict):
-        raise ImproperlyConfigured(f"{where}: 'args' must be a list and 'kwargs' a dict.")
-    try:
-        json.dumps([schedule.args, schedule.kwargs])
-    except (TypeError, ValueError) as exc:
-        raise ImproperlyConfigured(f"{where}: 'args' and 'kwargs' must be JSON ({exc}).") from None
+        found["args"] = "'args' must be a list and 'kwargs' a dict."
+    else:
+        try:
+            json.dumps([schedule.args, schedule.kwargs])
+        except (TypeError, ValueError) as exc:
+            found["args"] = f"'args' and 'kwargs' must be JSON ({exc})."
+    return found

@@ -1,9 +1,14 @@
-"""The scheduler: enqueues the runs of the backend's schedules as they come
-due. It runs as a thread of the heartbeat process of every ``runqueue``
+"""The scheduler: enqueues the runs of the backend's schedules, from
+settings and from the database (stored_schedules.py), as they come due. It runs as a thread of the heartbeat process of every ``runqueue``
 (and of a Worker's heartbeat thread), so there is nothing more to deploy and
 no single scheduler whose death stops every schedule: each process ticks
 every schedule, and the database's unique (schedule, scheduled_at) key lets
 exactly one of them enqueue each run (schedules.py).
+
+The database's schedules are read at every tick, so an addition, change,
+pause or removal takes effect at the next tick of every process, without a
+restart. A row that cannot run (written by SQL: an unknown task, a bad
+expression) is logged once per version and skipped.
 """
 
 from __future__ import annotations
@@ -12,11 +17,11 @@ import logging
 import threading
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 
-from ..clock import read_utc
+from ..clock import as_aware, read_utc
 from ..db import DB_ERRORS, Outage, drop_connection, is_outage, retry_on_conflict
 from ..operations.schedule_runs import enqueue_run, last_runs, prune_runs
 from ..operations.schedules import Schedule
@@ -42,19 +47,50 @@ class Scheduler:
         # ticked it: its earlier times are not "missed".
         self.since: datetime | None = None
         self.pruned_at = 0.0
+        # The database's schedules by their stored values: parsed and
+        # checked once per version, None for one that cannot run.
+        self.stored: dict[tuple[Any, ...], tuple[Schedule, datetime] | None] = {}
 
     def tick(self) -> float:
         """Enqueue every run due now; return seconds until the next one."""
         now = read_utc(self.database)  # aware: cron times are computed in UTC
         if self.since is None:
             self.since = now
-        last = last_runs(self.database, [s.name for s in self.schedules])
+        # A database schedule starts afresh at its last change (or resume).
+        schedules = [(s, self.since, False) for s in self.schedules]
+        schedules += [(s, changed, True) for s, changed in self.read_stored()]
+        last = last_runs(self.database, [s.name for s, _, _ in schedules])
         soonest = MAX_WAIT
-        for schedule in self.schedules:
-            for at in schedule.runs_due(last.get(schedule.name, self.since), now):
+        for schedule, start, stored in schedules:
+            after = last.get(schedule.name, start)
+            for at in schedule.runs_due(max(after, start) if stored else after, now):
                 self.enqueue(schedule, at)
             soonest = min(soonest, (schedule.next_run(now) - now).total_seconds())
         return max(soonest, 0.01)
+
+    def read_stored(self) -> list[tuple[Schedule, datetime]]:
+        """The backend's enabled database schedules that can run, each with
+        its last change: one read of the table."""
+        from ..models import Schedule as StoredSchedule
+
+        rows = StoredSchedule.objects.using(self.database).filter(backend=self.backend.alias, enabled=True)
+        fields = [f.attname for f in StoredSchedule._meta.concrete_fields]
+        seen: dict[tuple[Any, ...], tuple[Schedule, datetime] | None] = {}
+        for values in rows.values_list(*fields):
+            key = tuple(repr(value) for value in values)  # JSON values are unhashable
+            seen[key] = self.stored[key] if key in self.stored else self.parse(dict(zip(fields, values)))
+        self.stored = seen
+        return [parsed for parsed in seen.values() if parsed is not None]
+
+    def parse(self, values: dict[str, Any]) -> tuple[Schedule, datetime] | None:
+        from ..models import Schedule as StoredSchedule
+
+        row = StoredSchedule(**values)
+        problem = row.problem()
+        if problem is not None:
+            logger.error("The schedule %r in the database cannot run, and is skipped: %s", row.name, problem)
+            return None
+        return row.spec(), as_aware(row.updated_at)
 
     def enqueue(self, schedule: Schedule, at: datetime) -> None:
         try:
@@ -103,8 +139,7 @@ class SchedulerThread(threading.Thread):
 
 
 def start_scheduler(backend: DatabaseBackend) -> SchedulerThread | None:
-    if not backend.config.SCHEDULES:
-        return None
+    # Always: a schedule may be added to the database at any time.
     thread = SchedulerThread(backend)
     thread.start()
     return thread

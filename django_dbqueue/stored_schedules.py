@@ -1,0 +1,160 @@
+"""Schedules in the database: added, changed, paused and removed from the
+admin or from code, without a deploy. They are the settings schedules'
+twins (operations/schedules.py): the same keys, the same cron expressions,
+and the same exactly-once enqueue (schedule_runs.py), ticked by the same
+scheduler (worker/scheduler.py).
+
+``save()`` validates the row as a form would (``full_clean()``), so a bad
+schedule never reaches the table from Python. A row written by SQL may
+still be anything: :meth:`Schedule.problem` says what is wrong with it, the
+scheduler logs and skips it, and the admin shows it as broken.
+
+Times count from the later of the schedule's last run and ``updated_at``,
+which every save, pause and resume sets from the database's clock: a
+changed schedule starts afresh from its change, and a resumed one does not
+run the times it was paused for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.db.models.functions import Now
+
+from .clock import DbNow
+from .jsonfield import TolerantJSONField
+from .operations import schedules as settings_schedules
+from .operations.schedules import CATCH_UP, NAME_MAX
+
+
+def default_timezone() -> str:
+    return settings.TIME_ZONE or "UTC"
+
+
+class Schedule(models.Model):
+    """One recurring job kept in the database (see the module)."""
+
+    name = models.CharField(max_length=NAME_MAX, unique=True)
+    task = models.CharField(max_length=255, help_text="The import path of a task, e.g. myapp.tasks.report.")
+    cron = models.CharField(
+        max_length=100,
+        help_text="5 fields (minute hour day-of-month month day-of-week), or 6 with seconds first.",
+    )
+    timezone = models.CharField(max_length=64, default=default_timezone, db_default="UTC")
+    args = TolerantJSONField(default=list, db_default=[], blank=True, help_text="A JSON list.")
+    kwargs = TolerantJSONField(default=dict, db_default={}, blank=True, help_text="A JSON object.")
+    catch_up = models.CharField(
+        max_length=6, choices=[(c, c) for c in CATCH_UP], default="latest", db_default="latest"
+    )
+    # The task backend whose scheduler enqueues the runs, as in TASKS.
+    backend = models.CharField(max_length=100, default="default", db_default="default")
+    enabled = models.BooleanField(default=True, db_default=True, help_text="Unticked: paused.")
+    created_at = models.DateTimeField(db_default=Now(), editable=False)
+    # Set from the database's clock by every save, pause and resume.
+    updated_at = models.DateTimeField(db_default=Now(), editable=False)
+
+    class Meta:
+        ordering = ["name"]
+        # Every scheduler reads its backend's enabled schedules each tick.
+        indexes = [models.Index(fields=["backend", "enabled"], name="dbqueue_schedule_tick")]
+        permissions = [("pause_schedule", "Can pause and resume schedules")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.full_clean(exclude={"created_at", "updated_at"})
+        self.updated_at = DbNow()  # type: ignore[assignment]
+        super().save(*args, **kwargs)
+        self.refresh_from_db(fields=["created_at", "updated_at"])
+
+    def pause(self) -> bool:
+        """Stop enqueueing runs, within one tick of every scheduler. False if already paused."""
+        return self._set_enabled(False)
+
+    def resume(self) -> bool:
+        """Enqueue runs again, from the next time after now. False if not paused."""
+        return self._set_enabled(True)
+
+    def _set_enabled(self, enabled: bool) -> bool:
+        # One conditional UPDATE, no validation: a broken schedule may be paused.
+        rows = type(self)._default_manager.using(self._state.db).filter(pk=self.pk, enabled=not enabled)
+        changed = bool(rows.update(enabled=enabled, updated_at=DbNow()))
+        self.refresh_from_db(fields=["enabled", "updated_at"])
+        return changed
+
+    def clean(self) -> None:
+        errors = {key: [text] for key, text in self.field_problems().items()}
+        if errors:
+            raise ValidationError(errors)
+
+    def spec(self) -> settings_schedules.Schedule:
+        """This row as the scheduler's Schedule, unchecked."""
+        return settings_schedules.Schedule(
+            name=self.name,
+            task=self.task,
+            cron=self.cron,
+            timezone=self.timezone,
+            args=self.args,
+            kwargs=self.kwargs,
+            catch_up=self.catch_up,
+        )
+
+    def problem(self) -> str | None:
+        """What stops this schedule from enqueueing its runs, as it is stored; None if nothing."""
+        found = self.field_problems()
+        return " ".join(f"{key}: {text}" for key, text in found.items()) or None
+
+    def field_problems(self) -> dict[str, str]:
+        """What is wrong, by field: the name, the backend, the expression,
+        the time zone, the arguments and the task with its signature."""
+        from .enqueue.loading import load_task
+        from .enqueue.validation import check_arguments
+        from .tasks_api import InvalidTask
+
+        found = name_problems(self.name)
+        backend = find_backend(self.backend)
+        if backend is None:
+            found["backend"] = f"{self.backend!r} is not a django_dbqueue task backend in TASKS."
+        found.update(settings_schedules.field_problems(self.spec()))
+        if backend is None:
+            return found
+        try:
+            task = load_task(self.task, backend.config.ALLOWED_TASK_MODULES)
+            backend.validate_task(task)
+        except (LookupError, InvalidTask) as exc:
+            found["task"] = str(exc)
+            return found
+        if "args" not in found:
+            try:
+                check_arguments(task, self.args, self.kwargs)
+            except InvalidTask as exc:
+                found["args"] = str(exc)
+        return found
+
+
+def name_problems(name: str) -> dict[str, str]:
+    if not name or name != name.strip() or "/" in name or name in (".", ".."):
+        # The admin's "Run now" is a URL with the name as one path segment.
+        return {
+            "name": "A schedule's name may not be empty, contain '/', be '.' or '..', or start or end "
+            "with a space."
+        }
+    taken = {s.name.casefold(): s.name for backend in backends() for s in backend.config.SCHEDULES}
+    if name.casefold() in taken:
+        # The runs are recorded by name, and on MySQL/MariaDB names compare case-insensitively.
+        return {"name": f"The settings schedule {taken[name.casefold()]!r} has this name; choose another."}
+    return {}
+
+
+def backends() -> list[Any]:
+    from .routing import queue_backends
+
+    return queue_backends()
+
+
+def find_backend(alias: str) -> Any:
+    return next((backend for backend in backends() if backend.alias == alias), None)
