@@ -60,14 +60,13 @@ class Schedule(models.Model):
         ordering = ["name"]
         # Every scheduler reads its backend's enabled schedules each tick.
         indexes = [models.Index(fields=["backend", "enabled"], name="dbqueue_schedule_tick")]
-        permissions = [("pause_schedule", "Can pause and resume schedules")]
 
     def __str__(self) -> str:
         return self.name
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.full_clean(exclude={"created_at", "updated_at"})
-        self.updated_at = DbNow()  # type: ignore[assignment]
+        self.updated_at = DbNow()
         super().save(*args, **kwargs)
         self.refresh_from_db(fields=["created_at", "updated_at"])
 

@@ -14,6 +14,7 @@ dashboard.py   the queue dashboard: its view, its numbers and its link in the ap
 chart.py       the dashboard's chart of jobs finished per minute, as inline SVG
 workers.py     the list of worker processes
 schedules.py   the recurring schedules with their last and next run, and "run now"
+stored_schedules.py  the schedules in the database: add, change, delete, pause, resume
 pauses.py      pausing and resuming queues, and the list of paused ones
 paginator.py   a changelist paginator that never counts a big table row by row
 database.py    which database the admin uses: the queue backend's OPTIONS["DATABASE"]
@@ -30,6 +31,7 @@ from .jobs import JobAdmin
 from .moderation import ModerationAdminMixin
 from .pauses import PausedQueueAdmin
 from .schedules import ScheduleAdmin
+from .stored_schedules import StoredScheduleAdmin
 from .workers import WorkerAdmin
 
 __all__ = [
@@ -39,5 +41,6 @@ __all__ = [
     "ModerationAdminMixin",
     "PausedQueueAdmin",
     "ScheduleAdmin",
+    "StoredScheduleAdmin",
     "WorkerAdmin",
 ]

@@ -1,9 +1,10 @@
-"""The schedules page: every backend's OPTIONS["SCHEDULES"] with its last
-and next run, and "run now" for whoever holds ``run_schedule_now``.
+"""The scheduled runs page: every backend's OPTIONS["SCHEDULES"] and the
+database's schedules (stored_schedules.py edits those) with their last and
+next run, and "run now" for whoever holds ``run_schedule_now``.
 
-Schedules live in settings, not in a table, so this is the ScheduledRun
-admin with a changelist of its own; a schedule removed from settings shows
-only while its recorded runs remain, marked as removed.
+This is the ScheduledRun admin with a changelist of its own; a schedule
+removed from settings or from the database shows only while its recorded
+runs remain, marked as removed.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from django.views.decorators.http import require_POST
 
 from ..backend import DatabaseBackend
 from ..clock import read_database_now, read_utc
+from ..models import Schedule as StoredSchedule
 from ..models import ScheduledRun
 from ..operations.schedule_runs import enqueue_run
 from ..operations.schedules import Schedule
@@ -41,6 +43,7 @@ class Row:
     last: ScheduledRun | None
     next_run: datetime | None
     run_url: str | None = None  # "Run now"; None where the name makes no URL
+    stored: StoredSchedule | None = None  # a schedule in the database, not in settings
 
 
 @admin.register(ScheduledRun)
@@ -78,7 +81,7 @@ class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         return TemplateResponse(request, "admin/django_dbqueue/schedules.html", context)
 
     def run_url(self, row: Row) -> str | None:
-        if row.schedule is None:
+        if row.schedule is None or (row.stored is not None and row.stored.problem() is not None):
             return None
         try:
             return reverse(
@@ -98,8 +101,8 @@ class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             # The web process may run without the checks that report this (E005).
             self.message_user(
                 request,
-                f"Schedule {name!r} was not run: {exc} Fix it in TASKS[{alias!r}]['OPTIONS']['SCHEDULES']; "
-                "manage.py check reports it too.",
+                f"Schedule {name!r} was not run: {exc} Fix it in TASKS[{alias!r}]['OPTIONS']['SCHEDULES'] "
+                "or in the database's schedules; manage.py check reports a settings one too.",
                 messages.ERROR,
             )
             return back
@@ -121,6 +124,9 @@ def find(alias: str, name: str) -> tuple[DatabaseBackend, Schedule]:
             for schedule in backend.config.SCHEDULES:
                 if schedule.name == name:
                     return backend, schedule
+            stored = StoredSchedule.objects.using(backend.database).filter(backend=alias, name=name).first()
+            if stored is not None:
+                return backend, stored.spec()
     raise Http404(f"No schedule {name!r} in the task backend {alias!r}.")
 
 
@@ -136,6 +142,12 @@ def schedule_rows() -> list[Row]:
         for backend in queue_backends()
         for schedule in backend.config.SCHEDULES
     ]
+    for stored in StoredSchedule.objects.using(database):
+        broken = not stored.enabled or stored.problem() is not None
+        next_run = None if broken else stored.spec().next_run(now)
+        rows.append(
+            Row(stored.name, stored.backend, stored.spec(), last.get(stored.name), next_run, stored=stored)
+        )
     configured = {row.name for row in rows}
     rows += [Row(name, "", None, run, None) for name, run in sorted(last.items()) if name not in configured]
     return rows

@@ -86,7 +86,6 @@ class Migration(migrations.Migration):
             ],
             options={
                 "ordering": ["name"],
-                "permissions": [("pause_schedule", "Can pause and resume schedules")],
                 "indexes": [models.Index(fields=["backend", "enabled"], name="dbqueue_schedule_tick")],
             },
         ),
