@@ -1,8 +1,9 @@
 """The scheduler: enqueues the runs of the backend's schedules, from
-settings and from the database (stored_schedules.py), as they come due. It runs as a thread of the heartbeat process of every ``runqueue``
-(and of a Worker's heartbeat thread), so there is nothing more to deploy and
-no single scheduler whose death stops every schedule: each process ticks
-every schedule, and the database's unique (schedule, scheduled_at) key lets
+settings and from the database (stored_schedules.py), as they come due. It
+runs as a thread of the heartbeat process of every ``runqueue`` (and of a
+Worker's heartbeat thread), so there is nothing more to deploy and no single
+scheduler whose death stops every schedule: each process ticks every
+schedule, and the database's unique (schedule, scheduled_at) key lets
 exactly one of them enqueue each run (schedules.py).
 
 The database's schedules are read at every tick, so an addition, change,
@@ -78,7 +79,9 @@ class Scheduler:
         seen: dict[tuple[Any, ...], tuple[Schedule, datetime] | None] = {}
         for values in rows.values_list(*fields):
             key = tuple(repr(value) for value in values)  # JSON values are unhashable
-            seen[key] = self.stored[key] if key in self.stored else self.parse(dict(zip(fields, values)))
+            seen[key] = (
+                self.stored[key] if key in self.stored else self.parse(dict(zip(fields, values, strict=True)))
+            )
         self.stored = seen
         return [parsed for parsed in seen.values() if parsed is not None]
 
