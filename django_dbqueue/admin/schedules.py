@@ -99,12 +99,12 @@ class ScheduleAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             job = enqueue_run(backend, schedule, read_database_now(backend.database), manual=True)
         except (LookupError, InvalidTask, ImproperlyConfigured) as exc:
             # The web process may run without the checks that report this (E005).
-            self.message_user(
-                request,
-                f"Schedule {name!r} was not run: {exc} Fix it in TASKS[{alias!r}]['OPTIONS']['SCHEDULES'] "
-                "or in the database's schedules; manage.py check reports a settings one too.",
-                messages.ERROR,
+            fix = (
+                f"Fix it in TASKS[{alias!r}]['OPTIONS']['SCHEDULES']; manage.py check reports it too."
+                if schedule in backend.config.SCHEDULES
+                else "Fix it in the database's schedules."
             )
+            self.message_user(request, f"Schedule {name!r} was not run: {exc} {fix}", messages.ERROR)
             return back
         if job is None:  # its task's unique key is held by an unfinished job
             self.message_user(request, f"Schedule {name!r}: its task's unique key is held.", messages.WARNING)

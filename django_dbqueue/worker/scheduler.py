@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
+from django.db.models import OuterRef, Subquery
 
 from ..clock import as_aware, read_utc
 from ..db import DB_ERRORS, Outage, drop_connection, is_outage, retry_on_conflict
@@ -57,33 +58,40 @@ class Scheduler:
         now = read_utc(self.database)  # aware: cron times are computed in UTC
         if self.since is None:
             self.since = now
-        # A database schedule starts afresh at its last change (or resume).
-        schedules = [(s, self.since, False) for s in self.schedules]
-        schedules += [(s, changed, True) for s, changed in self.read_stored()]
-        last = last_runs(self.database, [s.name for s, _, _ in schedules])
+        last = last_runs(self.database, [s.name for s in self.schedules])
+        due = [(s, last.get(s.name, self.since)) for s in self.schedules] + self.read_stored()
         soonest = MAX_WAIT
-        for schedule, start, stored in schedules:
-            after = last.get(schedule.name, start)
-            for at in schedule.runs_due(max(after, start) if stored else after, now):
+        for schedule, after in due:
+            for at in schedule.runs_due(after, now):
                 self.enqueue(schedule, at)
             soonest = min(soonest, (schedule.next_run(now) - now).total_seconds())
         return max(soonest, 0.01)
 
     def read_stored(self) -> list[tuple[Schedule, datetime]]:
         """The backend's enabled database schedules that can run, each with
-        its last change: one read of the table."""
+        the time after which its runs count: the later of its last run and
+        its last change (or resume). One read, with one dive into the
+        (schedule, manual, scheduled_at) index per row for its last run."""
         from ..models import Schedule as StoredSchedule
+        from ..models import ScheduledRun
 
+        runs = ScheduledRun.objects.filter(schedule=OuterRef("name"), manual=False).order_by("-scheduled_at")
         rows = StoredSchedule.objects.using(self.database).filter(backend=self.backend.alias, enabled=True)
+        rows = rows.annotate(last_run_at=Subquery(runs.values("scheduled_at")[:1]))
         fields = [f.attname for f in StoredSchedule._meta.concrete_fields]
         seen: dict[tuple[Any, ...], tuple[Schedule, datetime] | None] = {}
-        for values in rows.values_list(*fields):
+        found = []
+        for *values, last_run in rows.values_list(*fields, "last_run_at"):
             key = tuple(repr(value) for value in values)  # JSON values are unhashable
-            seen[key] = (
+            parsed = (
                 self.stored[key] if key in self.stored else self.parse(dict(zip(fields, values, strict=True)))
             )
+            seen[key] = parsed
+            if parsed is not None:
+                schedule, changed = parsed
+                found.append((schedule, max(changed, as_aware(last_run)) if last_run else changed))
         self.stored = seen
-        return [parsed for parsed in seen.values() if parsed is not None]
+        return found
 
     def parse(self, values: dict[str, Any]) -> tuple[Schedule, datetime] | None:
         from ..models import Schedule as StoredSchedule
