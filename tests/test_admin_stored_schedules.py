@@ -9,7 +9,7 @@ import pytest
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 
 from django_dbqueue.admin.stored_schedules import next_run
-from django_dbqueue.models import Schedule, ScheduledRun
+from django_dbqueue.models import Job, Schedule, ScheduledRun
 from tests.admin_helpers import messages_of, staff
 
 pytestmark = pytest.mark.django_db
@@ -128,3 +128,16 @@ def test_the_list_shows_the_last_run_and_the_next_one(client):
     schedule.pause()
     [row] = client.get(LIST).context["cl"].result_list
     assert next_run(row) is None
+
+
+def test_run_now_enqueues_a_database_schedule_and_is_not_offered_for_a_broken_one(client):
+    Schedule.objects.create(name="s", task="demo.tasks.add", cron="0 0 1 1 *", args=[1, 2])
+    Schedule.objects.bulk_create([Schedule(name="gone", task="demo.tasks.removed", cron="* * * * *")])
+    client.force_login(staff("runner", "view_job", "run_schedule_now"))
+    rows = {row.name: row for row in client.get(RUNS).context["rows"]}
+    assert rows["s"].run_url == RUNS + "run/default/s/" and rows["gone"].run_url is None
+    client.post(rows["s"].run_url)
+    [run] = ScheduledRun.objects.all()
+    assert run.manual and Job.objects.get(pk=run.job_id).args == [1, 2]
+    page = client.post(RUNS + "run/default/gone/", follow=True)
+    assert "Fix it in the database's schedules." in messages_of(page)[-1]
