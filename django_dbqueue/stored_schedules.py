@@ -67,6 +67,8 @@ class Schedule(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         self.full_clean(exclude={"created_at", "updated_at"})
         self.updated_at = DbNow()
+        if kwargs.get("update_fields") is not None:
+            kwargs["update_fields"] = {*kwargs["update_fields"], "updated_at"}
         super().save(*args, **kwargs)
         self.refresh_from_db(fields=["created_at", "updated_at"])
 
