@@ -35,7 +35,10 @@ def default_timezone() -> str:
 
 
 class Schedule(models.Model):
-    """One recurring job kept in the database (see the module)."""
+    """A recurring job kept in the database, with the keys of a settings
+    schedule as fields, plus ``backend`` (the TASKS alias whose processes
+    enqueue its runs) and ``enabled``. Every scheduler reads the table at
+    each tick; the runs are enqueued exactly once per scheduled time."""
 
     name = models.CharField(max_length=NAME_MAX, unique=True)
     task = models.CharField(max_length=255, help_text="The import path of a task, e.g. myapp.tasks.report.")
@@ -65,6 +68,9 @@ class Schedule(models.Model):
         return self.name
 
     def save(self, *args: Any, **kwargs: Any) -> None:
+        """Validate (``full_clean()``, raising ``ValidationError`` by field),
+        then write, with ``updated_at`` from the database's clock: the
+        schedule's runs count from now."""
         self.full_clean(exclude={"created_at", "updated_at"})
         self.updated_at = DbNow()
         if kwargs.get("update_fields") is not None:
