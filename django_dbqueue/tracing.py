@@ -1,0 +1,179 @@
+"""OpenTelemetry traces, when its API is installed (the ``otel`` extra):
+an enqueue records the current trace context in the job's metadata, and a
+worker runs the task in a span linked to it (docs/tracing.md).
+
+Whether the API is installed is decided once per process, at the first
+enqueue or the first worker; without it nothing here imports it, and an
+enqueue or a job costs one cached call or one attribute test. With the API
+but no SDK configured (no tracer provider set), a job costs one
+``isinstance()`` more: no span is started.
+
+The task's span is a new trace with a link to the enqueuing context, not
+its child: a job may run minutes or days after the request that enqueued
+it, once per attempt, and a request may enqueue thousands. As children they
+would keep the request's trace open and growing long after its response;
+as linked traces each run stands on its own and still leads back to the
+request (this is what OpenTelemetry's messaging conventions advise for a
+message processed apart from its sender).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from .enqueue.metadata import TRACE_KEY
+
+if TYPE_CHECKING:
+    from .models import Job
+
+logger = logging.getLogger("django_dbqueue")
+
+# What a job runs in when no span is started: entered and left for nothing.
+NO_SPAN: AbstractContextManager[None] = nullcontext()
+# The longest trace header kept from a row: W3C's traceparent is 55
+# characters and a tracestate at most 32 members of about 256.
+MAX_HEADER = 8192
+TRACER_NAME = "django_dbqueue"
+# OpenTelemetry's messaging conventions, then the queue's own names.
+SYSTEM = "django_dbqueue"
+
+
+@functools.cache
+def otel() -> Any:
+    """The OpenTelemetry API's modules, or None if it is not installed."""
+    try:
+        from opentelemetry import context, propagate, trace
+    except ImportError:
+        return None
+    return SimpleNamespace(context=context, propagate=propagate, trace=trace)
+
+
+def trace_context() -> dict[str, str] | None:
+    """The current trace context as the configured propagator writes it
+    (W3C ``traceparent`` and ``tracestate`` by default), for a new job's
+    metadata; None outside a trace, or without OpenTelemetry."""
+    api = otel()
+    if api is None or not api.trace.get_current_span().get_span_context().is_valid:
+        return None
+    carrier: dict[str, str] = {}
+    try:
+        api.propagate.inject(carrier)
+    except Exception:  # a propagator of the application's that fails: no trace, but the job
+        logger.warning("The trace context could not be recorded on a job.", exc_info=True)
+        return None
+    return carrier or None
+
+
+def job_spans() -> Callable[[Job], AbstractContextManager[Any]] | None:
+    """What a worker runs each task in, decided once per worker: None
+    without OpenTelemetry."""
+    api = otel()
+    return None if api is None else JobSpans(api)
+
+
+class JobSpans:
+    """Makes each job's span (kind CONSUMER) with its attributes and its
+    link to the enqueuing context."""
+
+    __slots__ = ("api", "provider", "tracer")
+
+    def __init__(self, api: Any) -> None:
+        self.api = api
+        self.provider: Any = None
+        self.tracer: Any = None
+
+    def __call__(self, job: Job) -> AbstractContextManager[Any]:
+        trace = self.api.trace
+        provider = trace.get_tracer_provider()
+        if isinstance(provider, trace.ProxyTracerProvider):
+            return NO_SPAN  # no SDK configured: nothing would record it
+        try:
+            if provider is not self.provider:
+                from . import __version__
+
+                self.provider, self.tracer = provider, provider.get_tracer(TRACER_NAME, __version__)
+            span = self.tracer.start_span(
+                f"run {job.task_path}",
+                context=self.api.context.Context(),  # a trace of its own, linked
+                kind=trace.SpanKind.CONSUMER,
+                attributes=attributes(job),
+                links=self.links(job.metadata),
+            )
+        except Exception:  # the application's SDK or sampler failing costs the trace, not the job
+            logger.warning("Job %s: its span could not be started.", job.pk, exc_info=True)
+            return NO_SPAN
+        return JobSpan(self.api, span)
+
+    def links(self, metadata: Any) -> list[Any]:
+        """A link to the context a row's metadata names, if it names a valid
+        one: a row may hold anything there."""
+        carrier = metadata.get(TRACE_KEY) if isinstance(metadata, dict) else None
+        if not isinstance(carrier, dict):
+            return []
+        headers = {
+            name: value
+            for name, value in carrier.items()
+            if isinstance(value, str) and len(value) <= MAX_HEADER and len(name) <= MAX_HEADER
+        }
+        trace = self.api.trace
+        try:
+            linked = trace.get_current_span(self.api.propagate.extract(headers)).get_span_context()
+        except Exception:
+            return []
+        return [trace.Link(linked)] if linked.is_valid else []
+
+
+def attributes(job: Job) -> dict[str, Any]:
+    """The span's attributes: OpenTelemetry's messaging names where they
+    fit, and the queue's own ``dbqueue.*``."""
+    attempt = job.attempts if job.suspect else job.attempts + 1  # a suspect's was counted in its claim
+    return {
+        "messaging.system": SYSTEM,
+        "messaging.operation.type": "process",
+        "messaging.operation.name": "run",
+        "messaging.destination.name": job.queue_name,
+        "messaging.message.id": str(job.pk),
+        "dbqueue.job.id": job.pk,
+        "dbqueue.task": job.task_path,
+        "dbqueue.queue": job.queue_name,
+        "dbqueue.attempt": attempt,
+        "dbqueue.max_attempts": job.max_attempts,
+    }
+
+
+class JobSpan:
+    """The span of one run of a task: current while the task runs (the
+    task's own spans are its children), ended with the run's outcome (an
+    exception event and error status when the task raised)."""
+
+    __slots__ = ("api", "span", "token")
+
+    def __init__(self, api: Any, span: Any) -> None:
+        self.api, self.span = api, span
+
+    def __enter__(self) -> Any:
+        self.token = self.api.context.attach(self.api.trace.set_span_in_context(self.span))
+        return self.span
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        span = self.span
+        try:
+            if exc is not None and kind is not None:
+                span.record_exception(exc)
+                status = self.api.trace.Status(self.api.trace.StatusCode.ERROR, _brief(kind, exc))
+                span.set_status(status)
+        except Exception:  # an exception whose own __str__ raises, say
+            logger.debug("Recording a task's exception on its span failed.", exc_info=True)
+        finally:
+            self.api.context.detach(self.token)
+            span.end()
+
+
+def _brief(kind: type[BaseException], exc: BaseException) -> str:
+    text = f"{kind.__name__}: {exc}"
+    return text if len(text) <= 500 else f"{text[:500]}…"
