@@ -38,7 +38,11 @@ def insert(task_path: str, metadata: str | None = None) -> int:
             values,
         )
         cursor.execute("SELECT MAX(id) FROM django_dbqueue_job")
-        return cursor.fetchone()[0]
+        pk = cursor.fetchone()[0]
+    # Due now on the queue's clock: with USE_TZ = False a plain INSERT's
+    # default is UTC, hours ahead of local time west of it (docs/sql-contract.md).
+    Job.objects.filter(pk=pk).update(run_after=task_backends["default"].now())
+    return pk
 
 
 def test_metadata_given_at_enqueue_reaches_the_row_the_task_and_get_result():
@@ -114,6 +118,7 @@ def hostile_metadata() -> dict[str, str]:
     """Rows' metadata as another program may write it: the job runs, its
     task reads {}."""
     rows = {"array": "[1, 2]", "string": '"text"', "number": "7", "junk_trace": '{"trace_context": [1]}'}
+    rows["huge"] = json.dumps({"blob": "x" * 500_000})  # far over what enqueue() accepts
     # Text the database's JSON check accepts and Python cannot decode.
     rows["undecodable"] = '{"a": 1e5000}' if connection.vendor == "postgresql" else '{"a": 1e400}'
     if connection.vendor == "postgresql":
@@ -131,6 +136,8 @@ def test_a_row_whose_metadata_is_not_an_object_still_runs_and_reads_as_empty():
         run = runs[str(pk)]
         assert run.status == "SUCCESSFUL", (name, run)
         expected = {"trace_context": [1]} if name == "junk_trace" else {}
+        if name == "huge":
+            expected = json.loads(hostile_metadata()["huge"])
         assert run.return_value["metadata"] == expected, name
         assert task_backends["default"].get_result(str(pk)).metadata == expected
     assert runs[good.id].return_value["metadata"] == {"ok": True}

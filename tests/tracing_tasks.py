@@ -43,3 +43,8 @@ with override_settings(TASKS=TRACING_TASKS):
     @task(max_attempts=2)
     def fails(reason: str) -> None:
         raise ValueError(reason)
+
+    @task
+    async def async_span() -> dict:
+        """An async task runs in an event loop on another thread: its span must be current there too."""
+        return span_seen()
