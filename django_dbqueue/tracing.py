@@ -5,8 +5,9 @@ worker runs the task in a span linked to it (docs/tracing.md).
 Whether the API is installed is decided once per process, at the first
 enqueue or the first worker; without it nothing here imports it, and an
 enqueue or a job costs one cached call or one attribute test. With the API
-but no SDK configured (no tracer provider set), a job costs one
-``isinstance()`` more: no span is started.
+but no SDK configured (no tracer provider set), an enqueue asks for the
+current span, and a job reads the clock: no span is started, and the API
+is asked again for a provider at most once a second.
 
 The task's span is a new trace with a link to the enqueuing context, not
 its child: a job may run minutes or days after the request that enqueued
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from types import SimpleNamespace
@@ -80,27 +82,27 @@ class JobSpans:
     """Makes each job's span (kind CONSUMER) with its attributes and its
     link to the enqueuing context."""
 
-    __slots__ = ("api", "provider", "tracer")
+    __slots__ = ("api", "look_again", "tracer")
 
     def __init__(self, api: Any) -> None:
         self.api = api
-        self.provider: Any = None
         self.tracer: Any = None
+        self.look_again = 0.0
 
     def __call__(self, job: Job) -> AbstractContextManager[Any]:
-        trace = self.api.trace
-        provider = trace.get_tracer_provider()
-        if isinstance(provider, trace.ProxyTracerProvider):
-            return NO_SPAN  # no SDK configured: nothing would record it
+        tracer = self.tracer
+        if tracer is None:
+            # No SDK configured (yet): nothing would record a span. Looked
+            # for again at most once a second: asking the API costs an
+            # os.environ lookup, more than the rest of this per job.
+            now = time.monotonic()
+            if now < self.look_again or (tracer := self.configured(now)) is None:
+                return NO_SPAN
         try:
-            if provider is not self.provider:
-                from . import __version__
-
-                self.provider, self.tracer = provider, provider.get_tracer(TRACER_NAME, __version__)
-            span = self.tracer.start_span(
+            span = tracer.start_span(
                 f"run {job.task_path}",
                 context=self.api.context.Context(),  # a trace of its own, linked
-                kind=trace.SpanKind.CONSUMER,
+                kind=self.api.trace.SpanKind.CONSUMER,
                 attributes=attributes(job),
                 links=self.links(job.metadata),
             )
@@ -108,6 +110,23 @@ class JobSpans:
             logger.warning("Job %s: its span could not be started.", job.pk, exc_info=True)
             return NO_SPAN
         return JobSpan(self.api, span)
+
+    def configured(self, now: float) -> Any:
+        """The tracer of the configured provider; None while there is none.
+        Kept once found: the API sets a process's provider once, and
+        refuses another."""
+        trace = self.api.trace
+        self.look_again = now + 1.0
+        provider = trace.get_tracer_provider()
+        if isinstance(provider, trace.ProxyTracerProvider):
+            return None
+        from . import __version__
+
+        try:
+            self.tracer = provider.get_tracer(TRACER_NAME, __version__)
+        except Exception:
+            logger.warning("The tracer provider gave no tracer; jobs run without spans.", exc_info=True)
+        return self.tracer
 
     def links(self, metadata: Any) -> list[Any]:
         """A link to the context a row's metadata names, if it names a valid
