@@ -41,7 +41,7 @@ NO_SPAN: AbstractContextManager[None] = nullcontext()
 # characters and a tracestate at most 32 members of about 256.
 MAX_HEADER = 8192
 TRACER_NAME = "django_dbqueue"
-# OpenTelemetry's messaging conventions, then the queue's own names.
+# The span's messaging.system: no value of OpenTelemetry's list fits.
 SYSTEM = "django_dbqueue"
 
 
@@ -98,18 +98,23 @@ class JobSpans:
             now = time.monotonic()
             if now < self.look_again or (tracer := self.configured(now)) is None:
                 return NO_SPAN
+        trace = self.api.trace
         try:
+            enqueued = self.enqueued(job.metadata)
+            linked = trace.get_current_span(enqueued).get_span_context()
+            # A trace of its own (no parent span), with the enqueue's baggage.
+            base = trace.set_span_in_context(trace.INVALID_SPAN, enqueued)
             span = tracer.start_span(
                 f"run {job.task_path}",
-                context=self.api.context.Context(),  # a trace of its own, linked
-                kind=self.api.trace.SpanKind.CONSUMER,
+                context=base,
+                kind=trace.SpanKind.CONSUMER,
                 attributes=attributes(job),
-                links=self.links(job.metadata),
+                links=[trace.Link(linked)] if linked.is_valid else [],
             )
         except Exception:  # the application's SDK or sampler failing costs the trace, not the job
             logger.warning("Job %s: its span could not be started.", job.pk, exc_info=True)
             return NO_SPAN
-        return JobSpan(self.api, span)
+        return JobSpan(self.api, span, base)
 
     def configured(self, now: float) -> Any:
         """The tracer of the configured provider; None while there is none.
@@ -128,23 +133,22 @@ class JobSpans:
             logger.warning("The tracer provider gave no tracer; jobs run without spans.", exc_info=True)
         return self.tracer
 
-    def links(self, metadata: Any) -> list[Any]:
-        """A link to the context a row's metadata names, if it names a valid
-        one: a row may hold anything there."""
+    def enqueued(self, metadata: Any) -> Any:
+        """The context a row's metadata names (its span and baggage), as the
+        propagator reads it; an empty one for anything else: a row may hold
+        anything there."""
         carrier = metadata.get(TRACE_KEY) if isinstance(metadata, dict) else None
         if not isinstance(carrier, dict):
-            return []
+            return self.api.context.Context()
         headers = {
             name: value
             for name, value in carrier.items()
             if isinstance(value, str) and len(value) <= MAX_HEADER and len(name) <= MAX_HEADER
         }
-        trace = self.api.trace
         try:
-            linked = trace.get_current_span(self.api.propagate.extract(headers)).get_span_context()
+            return self.api.propagate.extract(headers, context=self.api.context.Context())
         except Exception:
-            return []
-        return [trace.Link(linked)] if linked.is_valid else []
+            return self.api.context.Context()
 
 
 def attributes(job: Job) -> dict[str, Any]:
@@ -167,16 +171,17 @@ def attributes(job: Job) -> dict[str, Any]:
 
 class JobSpan:
     """The span of one run of a task: current while the task runs (the
-    task's own spans are its children), ended with the run's outcome (an
-    exception event and error status when the task raised)."""
+    task's own spans are its children, and the enqueue's baggage is its
+    baggage), ended with the run's outcome (an exception event and error
+    status when the task raised)."""
 
-    __slots__ = ("api", "span", "token")
+    __slots__ = ("api", "base", "span", "token")
 
-    def __init__(self, api: Any, span: Any) -> None:
-        self.api, self.span = api, span
+    def __init__(self, api: Any, span: Any, base: Any) -> None:
+        self.api, self.span, self.base = api, span, base
 
     def __enter__(self) -> Any:
-        self.token = self.api.context.attach(self.api.trace.set_span_in_context(self.span))
+        self.token = self.api.context.attach(self.api.trace.set_span_in_context(self.span, self.base))
         return self.span
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:

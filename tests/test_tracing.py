@@ -148,6 +148,20 @@ def test_an_async_task_runs_with_its_span_current(spans):
     assert run.return_value == {"trace_id": span.context.trace_id, "span_id": span.context.span_id}
 
 
+def test_the_enqueues_baggage_is_the_tasks_baggage(spans):
+    from opentelemetry import baggage, context
+
+    token = context.attach(baggage.set_baggage("tenant", "acme"))
+    try:
+        with trace.get_tracer("tests").start_as_current_span("enqueuer"):
+            result = tt.own_metadata.enqueue()
+    finally:
+        context.detach(token)
+    assert Job.objects.get(pk=result.id).metadata[TRACE_KEY]["baggage"] == "tenant=acme"
+    [run] = run_due_jobs()
+    assert run.return_value["span"]["baggage"] == {"tenant": "acme"}
+
+
 def test_an_enqueue_outside_a_trace_records_none_and_its_span_has_no_link(spans):
     result = tt.own_metadata.using(metadata={"tenant": "acme"}).enqueue()
     assert Job.objects.get(pk=result.id).metadata == {"tenant": "acme"}

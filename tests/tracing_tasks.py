@@ -20,8 +20,13 @@ def span_seen() -> dict:
         from opentelemetry import trace
     except ImportError:
         return {}
+    from opentelemetry import baggage
+
     context = trace.get_current_span().get_span_context()
-    return {"trace_id": context.trace_id, "span_id": context.span_id} if context.is_valid else {}
+    seen = {"trace_id": context.trace_id, "span_id": context.span_id} if context.is_valid else {}
+    if baggage.get_all():
+        seen["baggage"] = dict(baggage.get_all())
+    return seen
 
 
 # Defining a task validates it against the backend, whose allow-list must
