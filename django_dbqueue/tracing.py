@@ -41,6 +41,8 @@ NO_SPAN: AbstractContextManager[None] = nullcontext()
 # characters and a tracestate at most 32 members of about 256.
 MAX_HEADER = 8192
 TRACER_NAME = "django_dbqueue"
+# How long an exiting worker waits for its last spans' export.
+FLUSH_MILLIS = 5000
 # The span's messaging.system: no value of OpenTelemetry's list fits.
 SYSTEM = "django_dbqueue"
 
@@ -69,6 +71,21 @@ def trace_context() -> dict[str, str] | None:
         logger.warning("The trace context could not be recorded on a job.", exc_info=True)
         return None
     return carrier or None
+
+
+def flush() -> None:
+    """Export the spans the SDK still holds. A worker process forked by
+    ``runqueue`` ends without running ``atexit`` handlers, where the SDK
+    would export them: a batch processor's last spans would be lost."""
+    api = otel()
+    if api is None:
+        return
+    force_flush = getattr(api.trace.get_tracer_provider(), "force_flush", None)
+    if force_flush is not None:
+        try:
+            force_flush(FLUSH_MILLIS)
+        except Exception:  # an exporter that fails: its spans, not the worker's exit
+            logger.warning("The spans of this worker could not be exported.", exc_info=True)
 
 
 def job_spans() -> Callable[[Job], AbstractContextManager[Any]] | None:

@@ -203,6 +203,26 @@ def test_with_the_api_but_no_sdk_configured_no_span_is_started_and_nothing_recor
     assert Job.objects.get(pk=result.id).metadata == {}
 
 
+@once_on_mariadb("the tests above run the same spans in-process on every database")
+def test_runqueue_workers_export_their_last_spans_before_they_exit(spans, runqueue, tmp_path):
+    """A forked worker skips atexit, where the SDK would export what its
+    batch processor holds: the worker flushes it itself."""
+    with trace.get_tracer("tests").start_as_current_span("enqueuer") as enqueuer:
+        ids = sorted(int(tt.own_metadata.enqueue(i).id) for i in range(20))
+    exported = tmp_path / "spans.jsonl"
+    run = runqueue(
+        "--processes", "2", "--burst",
+        DJANGO_SETTINGS_MODULE="tests.tracing_settings",
+        PYTHONPATH=str(ROOT),
+        DBQUEUE_SPANS_FILE=str(exported),
+    )  # fmt: skip
+    assert run.wait(60) == 0, run.output()[-3000:]
+    assert set(Job.objects.values_list("status", flat=True)) == {"SUCCESSFUL"}
+    lines = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert sorted(line["job"] for line in lines) == ids
+    assert {tuple(line["links"]) for line in lines} == {(f"{enqueuer.get_span_context().trace_id:032x}",)}
+
+
 # Run with the import of opentelemetry refused, as where it is not installed.
 WITHOUT_OTEL = """
 import importlib.abc, json, sys
