@@ -14,8 +14,8 @@ its child: a job may run minutes or days after the request that enqueued
 it, once per attempt, and a request may enqueue thousands. As children they
 would keep the request's trace open and growing long after its response;
 as linked traces each run stands on its own and still leads back to the
-request (this is what OpenTelemetry's messaging conventions advise for a
-message processed apart from its sender).
+request (OpenTelemetry's messaging conventions allow both, a link always
+and the parent when one message is processed at a time).
 """
 
 from __future__ import annotations
