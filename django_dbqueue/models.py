@@ -107,6 +107,10 @@ class Job(models.Model):
     checkpoint = TolerantJSONField(null=True, blank=True)
     # Times a stopping worker gave the job back unfinished, its attempt unspent.
     interruptions = models.PositiveIntegerField(default=0, db_default=0)
+    # A small JSON object the enqueue gave (enqueue/metadata.py), read by
+    # the task (current_job().metadata) and shown in the admin; it carries
+    # the enqueuing trace context under "trace_context" (tracing.py).
+    metadata = TolerantJSONField(default=dict, db_default={}, blank=True)
 
     objects = JobQuerySet.as_manager()
 

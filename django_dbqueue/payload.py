@@ -75,6 +75,12 @@ def encoded_size(value: Any, what: str) -> int:
         raise InvalidTaskArguments(f"{what} cannot be stored as JSON: {exc}.") from None
 
 
+def plain(value: Any, where: str) -> Any:
+    """``value`` as plain JSON values, or :class:`InvalidTaskArguments`
+    naming the first part of it (``where[...]``) that cannot be stored."""
+    return _plain(value, where, 0)
+
+
 def _plain(value: Any, where: str, depth: int) -> Any:
     # Only types that come back from JSON unchanged: a tuple would come back
     # as a list, an int key as a string, a datetime not at all. Recursion is

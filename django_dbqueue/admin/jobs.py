@@ -65,8 +65,10 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
     list_display_links = ("id", "task")
     list_filter = ("status", "queue_name", "task_path", BatchFilter)
     # Searching is get_search_results(); these only make the admin draw the box.
-    search_fields = ("=id", "task_path", "args", "kwargs")
-    search_help_text = "A number finds the job with that id; other text searches task paths and arguments."
+    search_fields = ("=id", "task_path", "args", "kwargs", "metadata")
+    search_help_text = (
+        "A number finds the job with that id; other text searches task paths, arguments and metadata."
+    )
     # Newest first, and no other sort: each filter has an index ending in id,
     # any other order would sort every matching row.
     ordering = ("-id",)
@@ -79,7 +81,7 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
     fieldsets = (
         (None, {"fields": ("task_path", "queue_name", "status_badge", "priority", "attempts_of_max")}),
         ("Timeline", {"fields": ("timeline", "due", "held_by", "lease_expires", "workers")}),
-        ("Call", {"fields": ("arguments", "keyword_arguments")}),
+        ("Call", {"fields": ("arguments", "keyword_arguments", "job_metadata")}),
         ("Outcome", {"fields": ("result", "error_list")}),
         ("Earlier runs", {"fields": ("earlier_runs",), "classes": ("collapse",)}),
     )
@@ -96,6 +98,7 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
         "workers",
         "arguments",
         "keyword_arguments",
+        "job_metadata",
         "result",
         "error_list",
         "earlier_runs",
@@ -174,6 +177,10 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
     def keyword_arguments(self, job: Job) -> SafeString:
         return show.pretty_json(job.kwargs)
 
+    @admin.display(description="metadata")
+    def job_metadata(self, job: Job) -> SafeString:
+        return show.pretty_json(job.metadata)
+
     @admin.display(description="return value")
     def result(self, job: Job) -> SafeString:
         return show.pretty_json(job.return_value)
@@ -203,7 +210,7 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
         # SQLite and MariaDB store JSON as text with non-ASCII characters and
         # quotes escaped ("²" as \u00b2): look for that spelling too.
         for text in dict.fromkeys([term, json.dumps(term)[1:-1]]):
-            match |= Q(args__icontains=text) | Q(kwargs__icontains=text)
+            match |= Q(args__icontains=text) | Q(kwargs__icontains=text) | Q(metadata__icontains=text)
         return queryset.filter(match), False
 
     # -- permissions: jobs come from enqueue() and change only by actions ---

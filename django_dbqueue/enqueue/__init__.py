@@ -5,6 +5,7 @@ path) is made of, from a ``@task`` to a Job row and back.
 - decorator.py: ``@django_dbqueue.task``.
 - validation.py: the checks of a task's options and of a call's arguments.
 - keys.py: unique and concurrency keys of a call.
+- metadata.py: a job's metadata, checked, and its limit.
 - loading.py: ``load_task()``, a stored task path back to a Task, and the allow-list.
 - inserting.py: the INSERT of one job or many; unique.py: the INSERT with a unique key.
 - bulk.py: building and inserting many calls of one task.

@@ -29,9 +29,11 @@ from django.db.models.signals import post_init, pre_init
 from ..clock import as_stored
 from ..payload import encode_arguments
 from ..tasks_api import TaskResultStatus
+from ..tracing import trace_context
 from ..workflows.context import batch_fields
 from .inserting import column_field
 from .keys import call_keys
+from .metadata import TRACE_KEY, check_metadata
 from .results import JobResult
 
 if TYPE_CHECKING:
@@ -60,6 +62,7 @@ class Plan:
         "empty",
         "keyed",
         "limit",
+        "metadata",
         "model",
         "run_after",
         "task",
@@ -71,6 +74,7 @@ class Plan:
         self.task, self.model, self.database = task, Job, backend.database
         self.limit = backend.config.MAX_ARGUMENTS_BYTES
         self.keyed = any(getattr(task, name, None) is not None for name in ("unique_key", "concurrency_key"))
+        self.metadata = check_metadata(getattr(task, "metadata", None)) or {}
         # An aware run_after with USE_TZ = False: the local time it names.
         self.run_after = as_stored(task.run_after) if task.run_after else None
         # Whether to_result() gives a new job's result the task itself,
@@ -115,6 +119,12 @@ class Plan:
         }
         for name in FRESH_LISTS:
             fields[name] = []
+        # The task's metadata, and the trace this enqueue runs in (unless
+        # the metadata names one already); each job its own dict.
+        metadata, context = self.metadata, trace_context()
+        if context is not None and TRACE_KEY not in metadata:
+            metadata = {**metadata, TRACE_KEY: context}
+        fields["metadata"] = dict(metadata) if metadata else {}
         Job = self.model
         if pre_init.has_listeners(Job) or post_init.has_listeners(Job):
             return Job(**fields)  # a receiver hears of every instance, as before
@@ -147,6 +157,10 @@ class Plan:
         if batch is not None:
             columns = (*columns, "batch_id")
             row.append(column_field("batch_id").get_db_prep_save(batch, connection))
+        metadata = job.metadata
+        if metadata:
+            columns = (*columns, "metadata")
+            row.append(column_field("metadata").get_db_prep_save(metadata, connection))
         return columns, row
 
     def result(self, backend: DatabaseBackend, job: Job) -> JobResult:
@@ -172,6 +186,8 @@ class Plan:
             worker_ids=[],
         )
         object.__setattr__(result, "_return_value", None)
+        if job.metadata:
+            object.__setattr__(result, "_metadata", job.metadata)
         return result
 
 

@@ -75,7 +75,8 @@ class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time; the st
     """Django's TaskResult, with what a running job reports: ``progress``
     (0.0 to 1.0, None until the task reports one), ``progress_message``,
     ``progress_at`` (when the worker last wrote them, by the database's
-    clock) and ``cancel_requested_at`` (None unless a cancel was asked for).
+    clock) and ``cancel_requested_at`` (None unless a cancel was asked for);
+    and ``metadata``, what the job was enqueued with.
     ``refresh()`` reads them again with the rest. Made by ``to_result()``
     from a row, not by hand: it takes TaskResult's arguments only."""
 
@@ -83,6 +84,12 @@ class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time; the st
     progress_message: str = ""
     progress_at: datetime | None = None
     cancel_requested_at: datetime | None = None
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The job's metadata as enqueued (``{}`` for none), with the
+        enqueuing trace context under ``"trace_context"`` if it had one."""
+        return dict(vars(self).get("_metadata", {}))
 
     def refresh(self) -> None:
         """Read the job's row again: its status, times, errors and return
@@ -201,6 +208,9 @@ class ResultView:
         # vars(): a worker's claim may leave these columns unread (deferred),
         # and reading one then would cost a query per job.
         row = vars(job)
+        metadata = row.get("metadata")
+        if metadata and isinstance(metadata, dict):
+            object.__setattr__(result, "_metadata", metadata)
         # Every progress write stamps progress_at: most rows have neither, and
         # the worker makes two results per job, so look at the rest only then.
         if row.get("progress_at") is not None or row.get("cancel_requested_at") is not None:

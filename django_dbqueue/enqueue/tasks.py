@@ -38,6 +38,10 @@ class DatabaseTask(Task):
         At most ``concurrency_limit`` jobs with the same key (a string or a
         function of the arguments) run at once, across every worker; the
         others wait without spending an attempt.
+    ``metadata``
+        A small JSON object (at most 8 KB) stored with each job, which the
+        task reads as ``current_job().metadata``; ``.using(metadata=...)``
+        replaces the task's own.
     ``depends_on``, ``on_parent_failure``, ``pass_result``
         For one call, with ``.using(...)``: the jobs (TaskResults or ids)
         and batches this job waits for; ``"cancel"`` (the default) or
@@ -52,6 +56,8 @@ class DatabaseTask(Task):
     on_duplicate: str = "return"  # or "raise": JobAlreadyQueued
     concurrency_key: str | Callable[..., str] | None = None
     concurrency_limit: int | None = None
+    # Not hashed: a Task is a frozen dataclass, and a dict has no hash.
+    metadata: dict[str, Any] | None = dataclasses.field(default=None, hash=False)
     # Workflows, for one call through .using(): the parents (jobs, their
     # ids, or batches) this job waits for, what their failure does to it
     # ("cancel" or "run"), and whether their return values are passed on.
@@ -65,6 +71,10 @@ class DatabaseTask(Task):
             from ..workflows.dependencies import parent_ids
 
             ours["depends_on"] = tuple(parent_ids(ours["depends_on"]))
+        if "metadata" in ours:
+            from .metadata import check_metadata
+
+            ours["metadata"] = check_metadata(ours["metadata"])
         if "on_parent_failure" in ours:
             from ..workflows.dependencies import check_policy
 
@@ -81,4 +91,5 @@ OWN_USING = (
     "depends_on",
     "on_parent_failure",
     "pass_result",
+    "metadata",
 )

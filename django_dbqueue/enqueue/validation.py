@@ -39,7 +39,7 @@ def validate_fields(task: Any, queues: set[str]) -> None:
         )
     if task.run_after is not None and not isinstance(task.run_after, datetime):
         raise InvalidTask(f"run_after must be a datetime, not {task.run_after!r}.")
-    validate_options({name: getattr(task, name, None) for name in ("max_attempts", "timeout")})
+    validate_options({name: getattr(task, name, None) for name in ("max_attempts", "timeout", "metadata")})
     atomic = getattr(task, "atomic", False)
     validate_options({"atomic": atomic})
     if atomic and iscoroutinefunction(task.func):
@@ -57,6 +57,10 @@ def validate_options(options: Mapping[str, Any]) -> None:
         isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
     ):
         raise InvalidTask(f"max_attempts must be a whole number of at least 1, not {max_attempts!r}.")
+    if options.get("metadata") is not None:
+        from .metadata import check_metadata
+
+        check_metadata(options["metadata"])
     atomic = options.get("atomic", False)
     if not isinstance(atomic, bool):
         raise InvalidTask(f"atomic must be True or False, not {atomic!r}.")

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 
 from ..clock import elapsed
+from ..enqueue.metadata import as_metadata
 from ..exceptions import JobCancelled, JobInterrupted
 from .checkpoints import Checkpoints, Step
 
@@ -46,7 +47,9 @@ class RunningJob:
 
     ``id``: the job's primary key; ``attempt``: this attempt's number (1 on
     the first run); ``interruptions``: how often a stopping worker gave it
-    back before. ``progress()``, ``check()``, ``checkpoint()`` and the steps
+    back before; ``metadata``: the job's metadata as enqueued (a dict, ``{}``
+    for none, and for a row whose metadata is not a JSON object).
+    ``progress()``, ``check()``, ``checkpoint()`` and the steps
     raise :class:`~django_dbqueue.exceptions.JobCancelled` once a cancel was
     asked for the job, and :class:`~django_dbqueue.exceptions.JobInterrupted`
     once its worker is stopping past its STOP_TIMEOUT; both are
@@ -57,6 +60,7 @@ class RunningJob:
         self.id: int = job.pk
         self.attempt: int = job.attempts if job.suspect else job.attempts + 1
         self.interruptions: int = job.interruptions
+        self.metadata: dict[str, Any] = as_metadata(job.metadata)
         self._checkpoints = Checkpoints(job.pk, job.checkpoint, control)
         self._step: str | None = None  # the step running now
         self._reported_at = -math.inf  # without a heartbeat: the last progress write

@@ -27,6 +27,7 @@ from ..payload import as_list, bounded_text, check_return_value
 from ..running.control import JobControl
 from ..status import Status
 from ..tasks_api import Task, TaskContext, task_finished, task_started
+from ..tracing import NO_SPAN, job_spans
 from ..transitions import Finished, attempts_after, retry_delay
 from ..workflows.context import running_job
 from .atomic import run_atomic
@@ -82,6 +83,7 @@ class JobRunner:
         )
         # What the task's current_job() shares with this worker (running/job.py).
         self.control = JobControl(owner, backend.database, slot, self.config.control_interval)
+        self.spans = job_spans()  # None without OpenTelemetry (tracing.py)
 
     def due(self) -> bool:
         """Whether what waits to be written (successes, an atomic group) should be now."""
@@ -161,7 +163,8 @@ class JobRunner:
             args: list[Any] = [TaskContext(task_result=result), *job.args] if task.takes_context else job.args
             timeout = getattr(task, "timeout", None) or self.config.JOB_TIMEOUT
             control = self.control
-            with running_job(job, control):  # current_batch() and current_job() read it
+            # current_batch() and current_job() read it; the span (if tracing) sees the task's exception
+            with running_job(job, control), self.spans(job) if self.spans else NO_SPAN:
                 control.in_task = True
                 try:
                     return call_with_limit(task.func, args, job.kwargs, timeout, control), None

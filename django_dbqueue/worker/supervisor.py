@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from django.db import connections
 
+from .. import tracing
 from ..clock import elapsed
 from ..db import DB_ERRORS
 from ..tasks_api import task_backends
@@ -63,7 +64,12 @@ def _child_main(
 
     name_process("dbqueue-worker")
     backend = cast("DatabaseBackend", task_backends[alias])
-    sys.exit(Worker(backend, queues, batch=batch, burst=burst, state=state, slot=slot).run())
+    try:
+        code = Worker(backend, queues, batch=batch, burst=burst, state=state, slot=slot).run()
+    finally:
+        # A forked process skips atexit, where OpenTelemetry's SDK exports its last spans.
+        tracing.flush()
+    sys.exit(code)
 
 
 class Supervisor:
