@@ -79,7 +79,9 @@ def claim_from_queues(
 
 def _locking_select(jobs: JobQuerySet, queue: str, owner: str, limit: int, lease: float) -> list[Job]:
     rows = jobs.model._base_manager.using(jobs.db)
-    ready = rows.filter(status=Status.READY, queue_name=queue, concurrency_key=None, run_after__lte=DbNow())
+    ready = rows.filter(
+        status=Status.READY, queue_name=queue, concurrency_key=None, fairness_key=None, run_after__lte=DbNow()
+    )
     return jobs.lock_and_mark(ready.order_by(*CLAIM_ORDER), owner, lease, limit)
 
 
