@@ -118,14 +118,19 @@ def allocate(
     return shares
 
 
-def fair_candidates(due: JobRows, queues: list[str], wanted: Mapping[str, int]) -> list[int]:
-    """The first ``wanted[key]`` due ids of each key in ``queues``, in claim
-    order: one index range per (key, queue), sent as UNION ALL reads."""
+def fair_candidates(due: JobRows, queues: list[str], wanted: Mapping[str, int], room: int) -> list[int]:
+    """Up to ``room`` due ids in ``queues``: first ``wanted[key]`` of each key,
+    then, where a key had fewer, more of the others (room a claim would
+    otherwise leave empty), each key's in claim order. One index range per
+    (key, queue), sent as UNION ALL reads."""
+    active = {key: n for key, n in wanted.items() if n > 0}
+    spare = -(-room // len(active)) if active else 0  # each key reads a little past its share
     fields = ("pk", "fairness_key", "priority", "run_after")
     reads = [
-        due.filter(queue_name=queue, fairness_key=key).order_by(*CLAIM_ORDER).values_list(*fields)[:n]
-        for key, n in wanted.items()
-        if n > 0
+        due.filter(queue_name=queue, fairness_key=key)
+        .order_by(*CLAIM_ORDER)
+        .values_list(*fields)[: min(room, n + spare)]
+        for key, n in active.items()
         for queue in queues
     ]
     rows: list[Any] = []
@@ -136,19 +141,19 @@ def fair_candidates(due: JobRows, queues: list[str], wanted: Mapping[str, int]) 
         rows += chunk[0].union(*chunk[1:], all=True) if len(chunk) > 1 else chunk[0]
     rows.sort(key=lambda row: (-row[2], row[3], row[0]))
     taken: Counter[str] = Counter()
-    ids = []
+    shared, extra = [], []
     for pk, key, _priority, _run_after in rows:
-        if taken[key] < wanted[key]:
-            taken[key] += 1
-            ids.append(pk)
-    return ids
+        (shared if taken[key] < active[key] else extra).append(pk)
+        taken[key] += 1
+    return (shared + extra)[:room]
 
 
 def claim_fair(
-    jobs: JobQuerySet, queues: list[str], owner: str, wanted: Mapping[str, int], lease: float
+    jobs: JobQuerySet, queues: list[str], owner: str, wanted: Mapping[str, int], lease: float, room: int
 ) -> list[Job]:
-    """Claim up to ``wanted[key]`` due jobs of each fairness key in ``queues``,
-    in one short transaction (retried on conflicts)."""
+    """Claim about ``wanted[key]`` due jobs of each fairness key in
+    ``queues``, ``room`` at most, in one short transaction (retried on
+    conflicts)."""
     rows = jobs.model._base_manager.using(jobs.db)
 
     def lock(ids: list[int]) -> list[Job]:
@@ -156,7 +161,8 @@ def claim_fair(
 
     due = jobs.due().filter(concurrency_key=None)
     return retry_on_conflict(
-        lambda: first_free(due, lambda candidates: fair_candidates(candidates, queues, wanted), lock), jobs.db
+        lambda: first_free(due, lambda candidates: fair_candidates(candidates, queues, wanted, room), lock),
+        jobs.db,
     )
 
 
@@ -203,7 +209,7 @@ class FairClaims:
         if room <= 0:
             return batch
         wanted = allocate(keys, self.weight, room, self.credit, self.random)
-        claimed = claim_fair(jobs, queues, owner, wanted, lease)
+        claimed = claim_fair(jobs, queues, owner, wanted, lease, room)
         got = Counter(job.fairness_key for job in claimed)
         # A key that gave nothing has no due jobs left (or others hold them):
         # left out until the next look.
