@@ -141,7 +141,8 @@ def fair_candidates(due: JobRows, queues: list[str], wanted: Mapping[str, int], 
         rows += chunk[0].union(*chunk[1:], all=True) if len(chunk) > 1 else chunk[0]
     rows.sort(key=lambda row: (-row[2], row[3], row[0]))
     taken: Counter[str] = Counter()
-    shared, extra = [], []
+    shared: list[int] = []
+    extra: list[int] = []
     for pk, key, _priority, _run_after in rows:
         (shared if taken[key] < active[key] else extra).append(pk)
         taken[key] += 1
