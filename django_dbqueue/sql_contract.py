@@ -22,7 +22,9 @@ from django.db import DatabaseError
 # 3: the WAITING status (workflows), and the control columns producers may
 # write (cancel_requested_at) or read (progress, progress_message,
 # progress_at, interruptions); the procedure itself is unchanged.
-VERSION = 3
+# 4: fairness_key, which a producer may set (fair share, fairness.py); the
+# procedure is unchanged.
+VERSION = 4
 PROCEDURE = "dbqueue_enqueue"
 COMMENT = f"django-dbqueue SQL contract {VERSION}"
 

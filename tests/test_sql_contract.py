@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 DOC = Path(__file__).resolve().parent.parent / "docs" / "sql-contract.md"
 TABLE = "django_dbqueue_job"
 
-# The contract (version 3): (type, nullable, default) of each column it
+# The contract (version 4): (type, nullable, default) of each column it
 # names, as information_schema reports them. None: no default; MariaDB
 # reports an explicit DEFAULT NULL as the text 'NULL'.
 MARIADB = {
@@ -45,6 +45,8 @@ MARIADB = {
     "progress_message": ("varchar(255)", "NO", "''"),
     "progress_at": ("datetime(6)", "YES", "NULL"),
     "interruptions": ("int(10) unsigned", "NO", "0"),
+    # Version 4: a producer may set it (fair share).
+    "fairness_key": ("varchar(255)", "YES", "NULL"),
 }
 POSTGRES = {
     "id": ("bigint", "NO", None),
@@ -67,6 +69,7 @@ POSTGRES = {
     "progress_message": ("character varying(255)", "NO", "''::character varying"),
     "progress_at": ("timestamp with time zone", "YES", None),
     "interruptions": ("integer", "NO", "0"),
+    "fairness_key": ("character varying(255)", "YES", None),
 }
 # The procedure's parameters, in order (MariaDB/MySQL).
 PARAMETERS = [

@@ -1,0 +1,152 @@
+"""Fair share against today's claim, in the same run, on MariaDB.
+
+- claim cost: one worker claim of ``--limit`` jobs, median over ``--claims``
+  (each claim's jobs given back untimed): the ordinary claim alone, the same
+  through the fair claim with no key in the queue (what queues that do not
+  use keys pay), and the fair claim of a big and a small key;
+- drains with ``runqueue --burst``: ``--jobs`` no-op jobs without a key, and
+  the same jobs spread over ``--keys`` fairness keys;
+- a small tenant behind a big one: ``--jobs`` jobs of one tenant, then ten of
+  another, drained by ``runqueue --burst``; the seconds from the first start
+  until the ten are done, with fairness keys and without (plain FIFO).
+
+    .venv/bin/python benchmarks/fair_share.py
+    .venv/bin/python benchmarks/fair_share.py --jobs 50000 --processes 4
+
+It uses its own MariaDB database (DBQUEUE_BENCH_DB, default dbqueue_bench),
+created and dropped like the main benchmark's.
+"""
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402
+from drain import drain  # noqa: E402
+
+
+def seed(groups: list[tuple[str | None, int]], task: str = "demo.tasks.noop") -> None:
+    """READY, due jobs: ``n`` of each (fairness key, n), in that order."""
+    from django.db import connection
+    from django.utils import timezone
+
+    common.reset_jobs()
+    due = timezone.now().replace(microsecond=0) - timezone.timedelta(minutes=10)
+    rows, i = [], 0
+    for key, n in groups:
+        for _ in range(n):
+            rows.append((task, key, due + timezone.timedelta(milliseconds=i)))
+            i += 1
+    sql = f"INSERT INTO {common.JOB_TABLE} (task_path, fairness_key, run_after) VALUES (%s, %s, %s)"
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), 5000):
+            cursor.executemany(sql, rows[start : start + 5000])
+        cursor.execute(f"ANALYZE TABLE {common.JOB_TABLE}")
+
+
+def claim_ms(claim, claims: int) -> float:
+    from django_dbqueue.models import Job
+
+    times = []
+    for _ in range(claims):
+        started = time.perf_counter()
+        batch = claim()
+        times.append((time.perf_counter() - started) * 1000)
+        Job.objects.release("bench", [job.pk for job in batch])
+    return statistics.median(times)
+
+
+def claim_costs(limit: int, claims: int, backlog: int) -> list[tuple[str, float]]:
+    from django_dbqueue.claiming import claim_from_queues
+    from django_dbqueue.fairness import FairClaims
+    from django_dbqueue.models import Job
+
+    jobs = Job.objects.all()
+
+    def ordinary(n: int) -> list:
+        return claim_from_queues(jobs, ["default"], "bench", n, 60.0)
+
+    def through(fair: FairClaims):
+        return lambda: fair.claim(jobs, ["default"], "bench", limit, 60.0, ordinary)
+
+    seed([(None, backlog)])
+    rows = [("ordinary claim, no keys", claim_ms(lambda: ordinary(limit), claims))]
+    rows.append(("fair claim, no keys (looks every 1 s)", claim_ms(through(FairClaims()), claims)))
+    always = FairClaims()
+    always.LOOK_EVERY = 0.0  # type: ignore[misc]
+    rows.append(("fair claim, no keys, a look every claim", claim_ms(through(always), claims)))
+    seed([("big", backlog), ("small", 10)])
+    rows.append(("fair claim, keys big + small", claim_ms(through(FairClaims()), claims)))
+    return rows
+
+
+def small_behind_big(big: int, processes: int, fair: bool) -> dict:
+    """Drain a big tenant's jobs and then a small one's ten; when were the ten done?"""
+    from django.db.models import Max, Min
+
+    from django_dbqueue.models import Job
+
+    seed([("big" if fair else None, big), ("small" if fair else None, 10)])
+    small_ids = list(Job.objects.order_by("-id").values_list("id", flat=True)[:10])
+    result = drain(big + 10, processes, prefilled=True)
+    first = Job.objects.aggregate(first=Min("started_at"))["first"]
+    small_done = Job.objects.filter(pk__in=small_ids).aggregate(last=Max("finished_at"))["last"]
+    return {
+        "small_done_s": (small_done - first).total_seconds(),
+        "drain_s": result["seconds"],
+        "jobs_per_s": result["jobs_per_s"],
+        "each_ran_once": result["each_ran_once"],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=20_000, help="jobs per drain (the big tenant's)")
+    parser.add_argument("--keys", type=int, default=10, help="fairness keys in the keyed drain")
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--backlog", type=int, default=100_000, help="due jobs behind the timed claims")
+    parser.add_argument("--limit", type=int, default=200, help="jobs per claim (the default BATCH_SIZE)")
+    parser.add_argument("--claims", type=int, default=30)
+    parser.add_argument("--keep-db", action="store_true")
+    args = parser.parse_args()
+    common.configure()
+    common.create_database()
+    ok = True
+    try:
+        print(f"claims of {args.limit} with {args.backlog:,} due jobs, median of {args.claims}")
+        print("| claim | median ms |\n|---|---|")
+        for name, ms in claim_costs(args.limit, args.claims, args.backlog):
+            print(f"| {name} | {ms:.2f} |", flush=True)
+
+        print(f"\ndrains of {args.jobs:,} no-op jobs, runqueue --burst --processes {args.processes}")
+        print("| jobs | jobs/s | each ran once |\n|---|---|---|")
+        per_key = args.jobs // args.keys
+        for name, groups in (
+            ("without a key", [(None, args.jobs)]),
+            (f"over {args.keys} fairness keys", [(f"tenant{k}", per_key) for k in range(args.keys)]),
+        ):
+            seed(groups)
+            r = drain(per_key * args.keys if "keys" in name else args.jobs, args.processes, prefilled=True)
+            ok &= r["each_ran_once"]
+            print(f"| {name} | {r['jobs_per_s']:.0f} | {r['each_ran_once']} |", flush=True)
+
+        print(f"\nten jobs of a small tenant enqueued behind {args.jobs:,} of a big one")
+        print("| claim | ten done after (s) | whole drain (s) | jobs/s |\n|---|---|---|---|")
+        for fair in (False, True):
+            r = small_behind_big(args.jobs, args.processes, fair)
+            ok &= r["each_ran_once"]
+            name = "fair share (fairness keys)" if fair else "FIFO (no keys, today's claim)"
+            row = f"| {name} | {r['small_done_s']:.2f} | {r['drain_s']:.1f} | {r['jobs_per_s']:.0f} |"
+            print(row, flush=True)
+    finally:
+        if not args.keep_db:
+            common.drop_database()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
