@@ -48,19 +48,38 @@ def seed(groups: list[tuple[str | None, int]], task: str = "demo.tasks.noop") ->
         cursor.execute(f"ANALYZE TABLE {common.JOB_TABLE}")
 
 
-def claim_ms(claim, claims: int) -> float:
+def claim_ms(claims: dict, rounds: int) -> dict[str, float]:
+    """Median ms of each claim in ``claims``, taken in turns (so that the
+    load of the machine falls alike on each); each claim's jobs are given
+    back, untimed."""
     from django_dbqueue.models import Job
 
-    times = []
-    for _ in range(claims):
-        started = time.perf_counter()
-        batch = claim()
-        times.append((time.perf_counter() - started) * 1000)
-        Job.objects.release("bench", [job.pk for job in batch])
-    return statistics.median(times)
+    times: dict[str, list[float]] = {name: [] for name in claims}
+    for _ in range(rounds):
+        for name, claim in claims.items():
+            started = time.perf_counter()
+            batch = claim()
+            times[name].append((time.perf_counter() - started) * 1000)
+            Job.objects.release("bench", [job.pk for job in batch])
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
-def claim_costs(limit: int, claims: int, backlog: int) -> list[tuple[str, float]]:
+def explain_ordinary(limit: int) -> str:
+    """The EXPLAIN of the ordinary claim's candidate read (one queue)."""
+    from django.db import connection
+
+    from django_dbqueue.models import Job
+    from django_dbqueue.transitions import CLAIM_ORDER
+
+    read = Job.objects.due().unlimited().filter(queue_name="default").order_by(*CLAIM_ORDER)
+    sql, params = read.values_list("pk", flat=True)[:limit].query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + sql, params)
+        row = dict(zip([c[0] for c in cursor.description], cursor.fetchone(), strict=True))
+    return f"{row['type']} on {row['key']} ({row['ref']}), {row['Extra']}"
+
+
+def claim_costs(limit: int, claims: int, backlog: int) -> dict[str, float]:
     from django_dbqueue.claiming import claim_from_queues
     from django_dbqueue.fairness import FairClaims
     from django_dbqueue.models import Job
@@ -73,15 +92,20 @@ def claim_costs(limit: int, claims: int, backlog: int) -> list[tuple[str, float]
     def through(fair: FairClaims):
         return lambda: fair.claim(jobs, ["default"], "bench", limit, 60.0, ordinary)
 
-    seed([(None, backlog)])
-    rows = [("ordinary claim, no keys", claim_ms(lambda: ordinary(limit), claims))]
-    rows.append(("fair claim, no keys (looks every 1 s)", claim_ms(through(FairClaims()), claims)))
     always = FairClaims()
     always.LOOK_EVERY = 0.0  # type: ignore[misc]
-    rows.append(("fair claim, no keys, a look every claim", claim_ms(through(always), claims)))
+    seed([(None, backlog)])
+    print("EXPLAIN of the ordinary claim's read:", explain_ordinary(limit))
+    costs = claim_ms(
+        {
+            "ordinary claim, no keys": lambda: ordinary(limit),
+            "fair claim, no keys (a look a second)": through(FairClaims()),
+            "fair claim, no keys, a look every claim": through(always),
+        },
+        claims,
+    )
     seed([("big", backlog), ("small", 10)])
-    rows.append(("fair claim, keys big + small", claim_ms(through(FairClaims()), claims)))
-    return rows
+    return costs | claim_ms({"fair claim, keys big + small": through(FairClaims())}, claims)
 
 
 def small_behind_big(big: int, processes: int, fair: bool) -> dict:
@@ -111,6 +135,7 @@ def main() -> int:
     parser.add_argument("--backlog", type=int, default=100_000, help="due jobs behind the timed claims")
     parser.add_argument("--limit", type=int, default=200, help="jobs per claim (the default BATCH_SIZE)")
     parser.add_argument("--claims", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=3, help="drains of each kind, alternating")
     parser.add_argument("--keep-db", action="store_true")
     args = parser.parse_args()
     common.configure()
@@ -119,29 +144,44 @@ def main() -> int:
     try:
         print(f"claims of {args.limit} with {args.backlog:,} due jobs, median of {args.claims}")
         print("| claim | median ms |\n|---|---|")
-        for name, ms in claim_costs(args.limit, args.claims, args.backlog):
+        for name, ms in claim_costs(args.limit, args.claims, args.backlog).items():
             print(f"| {name} | {ms:.2f} |", flush=True)
 
-        print(f"\ndrains of {args.jobs:,} no-op jobs, runqueue --burst --processes {args.processes}")
+        print(
+            f"\ndrains of {args.jobs:,} no-op jobs, runqueue --burst --processes {args.processes}, ", end=""
+        )
+        print(f"median of {args.rounds} rounds, alternating")
         print("| jobs | jobs/s | each ran once |\n|---|---|---|")
         per_key = args.jobs // args.keys
-        for name, groups in (
-            ("without a key", [(None, args.jobs)]),
-            (f"over {args.keys} fairness keys", [(f"tenant{k}", per_key) for k in range(args.keys)]),
-        ):
-            seed(groups)
-            r = drain(per_key * args.keys if "keys" in name else args.jobs, args.processes, prefilled=True)
-            ok &= r["each_ran_once"]
-            print(f"| {name} | {r['jobs_per_s']:.0f} | {r['each_ran_once']} |", flush=True)
+        kinds = {
+            "without a key": [(None, per_key * args.keys)],
+            f"over {args.keys} fairness keys": [(f"tenant{k}", per_key) for k in range(args.keys)],
+        }
+        rates: dict[str, list[float]] = {name: [] for name in kinds}
+        for _ in range(args.rounds):
+            for name, groups in kinds.items():
+                seed(groups)
+                r = drain(per_key * args.keys, args.processes, prefilled=True)
+                ok &= r["each_ran_once"]
+                rates[name].append(r["jobs_per_s"])
+        for name, values in rates.items():
+            each = ", ".join(f"{v:.0f}" for v in values)
+            print(f"| {name} | {statistics.median(values):.0f} ({each}) | {ok} |")
 
-        print(f"\nten jobs of a small tenant enqueued behind {args.jobs:,} of a big one")
+        print(f"\nten jobs of a small tenant behind {args.jobs:,} of a big one, median of {args.rounds}")
         print("| claim | ten done after (s) | whole drain (s) | jobs/s |\n|---|---|---|---|")
-        for fair in (False, True):
-            r = small_behind_big(args.jobs, args.processes, fair)
-            ok &= r["each_ran_once"]
+        runs: dict[bool, list[dict]] = {False: [], True: []}
+        for _ in range(args.rounds):
+            for fair in (False, True):
+                r = small_behind_big(args.jobs, args.processes, fair)
+                ok &= r["each_ran_once"]
+                runs[fair].append(r)
+        for fair, results in runs.items():
             name = "fair share (fairness keys)" if fair else "FIFO (no keys, today's claim)"
-            row = f"| {name} | {r['small_done_s']:.2f} | {r['drain_s']:.1f} | {r['jobs_per_s']:.0f} |"
-            print(row, flush=True)
+            done, span, rate = (
+                statistics.median(r[f] for r in results) for f in ("small_done_s", "drain_s", "jobs_per_s")
+            )
+            print(f"| {name} | {done:.2f} | {span:.1f} | {rate:.0f} |", flush=True)
     finally:
         if not args.keep_db:
             common.drop_database()
