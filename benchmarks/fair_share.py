@@ -95,7 +95,7 @@ def claim_costs(limit: int, claims: int, backlog: int) -> dict[str, float]:
     always = FairClaims()
     always.LOOK_EVERY = 0.0  # type: ignore[misc]
     seed([(None, backlog)])
-    print("EXPLAIN of the ordinary claim's read:", explain_ordinary(limit))
+    print(f"EXPLAIN of the ordinary claim's read: {explain_ordinary(limit)}\n")
     costs = claim_ms(
         {
             "ordinary claim, no keys": lambda: ordinary(limit),
@@ -142,9 +142,10 @@ def main() -> int:
     common.create_database()
     ok = True
     try:
-        print(f"claims of {args.limit} with {args.backlog:,} due jobs, median of {args.claims}")
+        costs = claim_costs(args.limit, args.claims, args.backlog)
+        print(f"claims of {args.limit} with {args.backlog:,} due jobs, median of {args.claims}, in turns")
         print("| claim | median ms |\n|---|---|")
-        for name, ms in claim_costs(args.limit, args.claims, args.backlog).items():
+        for name, ms in costs.items():
             print(f"| {name} | {ms:.2f} |", flush=True)
 
         print(

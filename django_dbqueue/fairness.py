@@ -58,7 +58,7 @@ CREDIT_MAX = 1.0
 
 def keys_with_jobs(jobs: JobRows, queues: list[str], after: str = "", limit: int = KEYS_MAX) -> list[str]:
     """Up to ``limit`` fairness keys with READY jobs in ``queues`` (due or
-    not), the first ones after ``after`` in key order, then from the start.
+    not), in the order read: the keys after ``after``, then from the first.
 
     A skip scan: one ``MIN(fairness_key) ... WHERE fairness_key > %s`` per key
     and queue, each a single dive into the claim index, however many jobs a
@@ -67,21 +67,23 @@ def keys_with_jobs(jobs: JobRows, queues: list[str], after: str = "", limit: int
     0.1 ms a dive.) No ``run_after`` condition, which would end the index
     prefix: a key whose jobs are not due yet is dropped by the first claim
     that finds none. ``after`` lets successive looks go round, when there
-    are more keys than ``limit``."""
-    found: set[str] = set()
+    are more keys than ``limit``; the database orders the keys, so that
+    the two parts meet whatever its collation."""
+    found: dict[str, None] = {}
     for queue in queues:
         rows = jobs.filter(status=READY, queue_name=queue, concurrency_key=None).order_by()
-        for start in (after, ""):
-            last = start
+        parts = (
+            [rows.filter(fairness_key__gt=after), rows.filter(fairness_key__lte=after)] if after else [rows]
+        )
+        for part in parts:
+            ahead = part
             while len(found) < limit:
-                key = rows.filter(fairness_key__gt=last).aggregate(first=Min("fairness_key"))["first"]
-                if key is None or (start == "" and after and key > after):
+                key = ahead.aggregate(first=Min("fairness_key"))["first"]
+                if key is None:
                     break
-                found.add(key)
-                last = key
-            if not after:
-                break
-    return sorted(found)[:limit]
+                found[key] = None
+                ahead = part.filter(fairness_key__gt=key)
+    return list(found)
 
 
 def allocate(
@@ -183,6 +185,7 @@ class FairClaims:
         self.keys: list[str] = []
         self.credit: dict[str, float] = {}
         self.next_look = 0.0
+        self.after = ""  # where the next look starts, when there were more keys than it reads
         self.found = False  # the last claim took jobs with a key
 
     def weight(self, key: str | None) -> float:
@@ -222,6 +225,6 @@ class FairClaims:
         now = time.monotonic()
         if now >= self.next_look:
             self.next_look = now + self.LOOK_EVERY
-            after = self.keys[-1] if len(self.keys) >= KEYS_MAX else ""
-            self.keys = keys_with_jobs(jobs, queues, after)
+            self.keys = keys_with_jobs(jobs, queues, self.after)
+            self.after = self.keys[-1] if len(self.keys) >= KEYS_MAX else ""
         return self.keys
