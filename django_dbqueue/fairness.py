@@ -187,6 +187,7 @@ class FairClaims:
         self.next_look = 0.0
         self.after = ""  # where the next look starts, when there were more keys than it reads
         self.found = False  # the last claim took jobs with a key
+        self.plain = True  # jobs without a key filled their last share
 
     def weight(self, key: str | None) -> float:
         return 1.0 if key is None else self.weights.get(key, 1.0)
@@ -205,10 +206,13 @@ class FairClaims:
             self.found = False
             return ordinary(size)
         # The jobs without a key are one more key of weight 1; their share is
-        # rounded at random, so that it averages out right.
+        # rounded at random, so that it averages out right. Once they fall
+        # short of it, they are left out until the next look: a queue of
+        # keyed jobs alone does not pay an empty ordinary claim each time.
         exact = size / (sum(self.weight(key) for key in keys) + 1)
-        share = int(exact) + (self.random.random() < exact - int(exact))
+        share = int(exact) + (self.random.random() < exact - int(exact)) if self.plain else 0
         batch = ordinary(share) if share else []
+        self.plain = self.plain and len(batch) == share
         room = size - len(batch)  # what the jobs without a key left goes to the keys
         if room <= 0:
             return batch
@@ -226,5 +230,6 @@ class FairClaims:
         if now >= self.next_look:
             self.next_look = now + self.LOOK_EVERY
             self.keys = keys_with_jobs(jobs, queues, self.after)
+            self.plain = True
             self.after = self.keys[-1] if len(self.keys) >= KEYS_MAX else ""
         return self.keys
