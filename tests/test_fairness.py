@@ -176,6 +176,19 @@ def test_a_fairness_key_with_a_concurrency_key_or_an_empty_one_is_refused():
         task(concurrency_key="k", concurrency_limit=1, fairness_key="t")(f)
     with pytest.raises(InvalidTask, match="fairness_key must be a non-empty string"):
         task(fairness_key="")(f)
+    with pytest.raises(InvalidTask, match="cannot have both"):
+        per_tenant.using(concurrency_key="k", concurrency_limit=1)
+
+
+@pytest.mark.django_db
+def test_a_row_written_with_both_keys_is_a_limited_job_and_its_fairness_key_is_ignored():
+    [both] = Job.objects.bulk_create(
+        [Job(task_path="demo.tasks.noop", concurrency_key="c", concurrency_limit=1, fairness_key="f")]
+    )
+    jobs = Job.objects.all()
+    assert keys_with_jobs(jobs, ["default"]) == []
+    assert claim_fair(jobs, ["default"], "w", {"f": 1}, 60.0, 1) == []
+    assert [job.pk for job in jobs.claim_limited("w", ["default"], ["c"])] == [both.pk]
 
 
 def test_fairness_weights_must_be_numbers_above_zero_per_key():
