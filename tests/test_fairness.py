@@ -17,7 +17,7 @@ from demo.tasks import add, per_tenant
 from django_dbqueue import bulk_enqueue, task
 from django_dbqueue.claiming import claim_from_queues
 from django_dbqueue.exceptions import OptionsError
-from django_dbqueue.fairness import KEYS_MAX, FairClaims, allocate, claim_fair, keys_with_jobs
+from django_dbqueue.fairness import KEYS_MAX, KEYS_PER_CLAIM, FairClaims, allocate, claim_fair, keys_with_jobs
 from django_dbqueue.models import Job
 from django_dbqueue.options import QueueOptions
 from django_dbqueue.tasks_api import InvalidTask
@@ -61,10 +61,12 @@ def test_allocate_gives_each_key_its_weighted_share_over_small_claims():
     assert all(-1 <= value <= 1 for value in credit.values())
 
 
-def test_allocate_forgets_the_credit_of_a_key_that_left():
-    credit = {"gone": 0.9}
-    shares = allocate(["a", "b"], lambda key: 1.0, 3, credit, random.Random(1))
-    assert sum(shares.values()) == 3 and sorted(credit) == ["a", "b"]
+def test_with_more_keys_than_a_claim_serves_claims_take_them_in_turns():
+    fair = FairClaims(rng=random.Random(2))
+    keys = [f"t{i:03d}" for i in range(3 * KEYS_PER_CLAIM)]
+    turns = [fair.turn(keys) for _ in range(3)]
+    assert all(len(turn) == KEYS_PER_CLAIM for turn in turns)
+    assert sorted(key for turn in turns for key in turn) == keys, "each key once in three claims"
 
 
 @pytest.mark.django_db
