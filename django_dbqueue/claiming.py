@@ -5,8 +5,8 @@ docs/performance.md, "Claim shapes"):
 
 - "candidates" (shape a): ``JobQuerySet.claim()``, for arbitrary filters: a
   plain read of candidate ids, then lock those by primary key. With one queue
-  the index (status, queue_name, concurrency_key, -priority, run_after),
-  with concurrency_key IS NULL, serves the read in
+  the index (status, queue_name, concurrency_key, fairness_key, -priority,
+  run_after), with both keys IS NULL, serves the read in
   claim order; it is the fastest shape there, so the worker uses it.
 - "locking-select" (shape b): one ``SELECT ... ORDER BY ... LIMIT ... FOR
   UPDATE SKIP LOCKED`` walking that index for one queue. A statement fewer,
