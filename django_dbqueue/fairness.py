@@ -6,13 +6,15 @@ jobs and a key with ten both make progress.
 The ordinary claim leaves these jobs out (``JobRows.unlimited()``: ``fairness_key
 IS NULL``, an equality for the claim index), so queues that do not use keys
 claim exactly as before. A worker reads the keys with READY jobs in its
-queues at most every LOOK_EVERY seconds (a loose index scan on MariaDB:
-one index dive per key, however many jobs a key holds). While there are
-some, each claim splits the batch among them, the jobs without a key
-counting as one more key of weight 1; each key's candidates are its first
-jobs in claim order (priority, then due time: fairness is among keys,
-priority orders the jobs within one key), read by the claim index, then
-locked by primary key with SKIP LOCKED as the ordinary claim does.
+queues at most every LOOK_EVERY seconds (a skip scan: one index dive per
+key, however many jobs a key holds). While there are some, each claim
+splits the batch among them (KEYS_PER_CLAIM at most, in turns), the jobs
+without a key counting as one more key of weight 1; each key's candidates
+are its first jobs in claim order (priority, then due time: fairness is
+among keys, priority orders the jobs within one key), read by the claim
+index, then locked by primary key with SKIP LOCKED as the ordinary claim
+does. Nothing of it is kept in the database but the key on each job: a
+worker's credits live and die with it.
 
 A share is rarely a whole number of jobs: each worker keeps every key's
 unspent fraction as a credit for its next claim (deficit round robin), so
