@@ -177,6 +177,21 @@ def claim_fair(
     )
 
 
+def spread(batch: list[Job]) -> list[Job]:
+    """``batch`` in the order to run it: each key's jobs (and the jobs
+    without a key) spread evenly through it, each key's in claim order. A
+    worker runs its batch one job at a time, so in claim order a small key's
+    jobs would wait for the rest of the batch, a big key's share included."""
+    counts = Counter(job.fairness_key for job in batch)
+    seen: Counter[str | None] = Counter()
+    places = []
+    for at, job in enumerate(batch):
+        seen[job.fairness_key] += 1
+        # The middle of the job's equal part of the batch, for its key.
+        places.append(((seen[job.fairness_key] - 0.5) / counts[job.fairness_key], at))
+    return [batch[at] for _, at in sorted(places)]
+
+
 class FairClaims:
     """A worker's claims while fairness keys have jobs in its queues.
 
@@ -233,7 +248,7 @@ class FairClaims:
         # left out until the next look.
         self.keys = [key for key in self.keys if got[key] or not wanted.get(key)]
         self.found = bool(claimed)
-        return batch + claimed
+        return spread(batch + claimed)
 
     def turn(self, keys: list[str]) -> list[str]:
         """The keys this claim serves: all of them, or KEYS_PER_CLAIM of them,

@@ -108,6 +108,9 @@ def test_a_small_key_behind_a_big_one_is_claimed_at_once_and_priority_orders_eac
     )
     assert first.pk == urgent[0].pk, "within a key, higher priority first"
     assert Counter(job.fairness_key for job in batch) == {"small": 5, "big": 15}
+    # Spread through the batch (which runs in this order), not after big's share.
+    at = [i for i, job in enumerate(batch) if job.fairness_key == "small"]
+    assert at[0] < 4 and {b - a for a, b in zip(at, at[1:], strict=False)} == {4}, at
 
 
 def fair_claims_batch(fair: FairClaims, size: int) -> list[Job]:
