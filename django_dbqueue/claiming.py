@@ -5,8 +5,8 @@ docs/performance.md, "Claim shapes"):
 
 - "candidates" (shape a): ``JobQuerySet.claim()``, for arbitrary filters: a
   plain read of candidate ids, then lock those by primary key. With one queue
-  the index (status, queue_name, concurrency_key, -priority, run_after),
-  with concurrency_key IS NULL, serves the read in
+  the index (status, queue_name, concurrency_key, fairness_key, -priority,
+  run_after), with both keys IS NULL, serves the read in
   claim order; it is the fastest shape there, so the worker uses it.
 - "locking-select" (shape b): one ``SELECT ... ORDER BY ... LIMIT ... FOR
   UPDATE SKIP LOCKED`` walking that index for one queue. A statement fewer,
@@ -79,7 +79,9 @@ def claim_from_queues(
 
 def _locking_select(jobs: JobQuerySet, queue: str, owner: str, limit: int, lease: float) -> list[Job]:
     rows = jobs.model._base_manager.using(jobs.db)
-    ready = rows.filter(status=Status.READY, queue_name=queue, concurrency_key=None, run_after__lte=DbNow())
+    ready = rows.filter(
+        status=Status.READY, queue_name=queue, concurrency_key=None, fairness_key=None, run_after__lte=DbNow()
+    )
     return jobs.lock_and_mark(ready.order_by(*CLAIM_ORDER), owner, lease, limit)
 
 

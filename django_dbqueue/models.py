@@ -72,6 +72,9 @@ class Job(models.Model):
     # (transitions/claim.py, claim_limited); NULL for the ordinary job, which the usual claim takes.
     concurrency_key = KeyField(max_length=255, null=True, blank=True)
     concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
+    # Fair share (fairness.py): jobs of several fairness keys (tenants, say)
+    # are claimed in turns, by OPTIONS FAIRNESS_WEIGHTS; NULL for the ordinary job.
+    fairness_key = KeyField(max_length=255, null=True, blank=True)
     # Workflows (workflows/): the batch this job belongs to, and whether any
     # Dependency names it as parent. Both are on the row the worker already
     # holds, so recording a plain job's outcome looks at nothing else.
@@ -119,12 +122,13 @@ class Job(models.Model):
             # Serves the claim: equality on status and queue, then the claim's
             # ORDER BY, so a claim reads about `limit` entries however many
             # finished jobs the table holds. MySQL has no partial indexes.
-            # concurrency_key sits between them: the usual claim asks for
-            # "concurrency_key IS NULL", an equality for the index, and the
-            # claim of a limited key reads that key's jobs in claim order.
+            # concurrency_key and fairness_key sit between them: the usual
+            # claim asks for both IS NULL, equalities for the index; the claim
+            # of a limited key, or of a fairness key, reads that key's jobs in
+            # claim order; and the fair claim's distinct keys are a loose scan.
             models.Index(
-                fields=["status", "queue_name", "concurrency_key", "-priority", "run_after"],
-                name="dbqueue_job_claim_key",
+                fields=["status", "queue_name", "concurrency_key", "fairness_key", "-priority", "run_after"],
+                name="dbqueue_job_claim_fair",
             ),
             # Counting a key's RUNNING jobs, whatever their queue.
             models.Index(fields=["concurrency_key", "status"], name="dbqueue_job_key_status"),

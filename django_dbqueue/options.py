@@ -66,6 +66,9 @@ class QueueOptions:
     # Days to keep finished jobs, per outcome; the heartbeat deletes older
     # ones in small batches (operations/retention.py). An outcome left out is kept.
     RETENTION: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+    # Fair share: each fairness key's weight (above zero); a key left out
+    # weighs 1 (django_dbqueue/fairness.py; docs/fairness.md).
+    FAIRNESS_WEIGHTS: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> "QueueOptions":
@@ -111,6 +114,8 @@ def _parse_one(name: str, kind: Any, value: Any) -> Any:
         return parse_schedules(value)
     if name == "RETENTION":
         return _parse_retention(value)
+    if name == "FAIRNESS_WEIGHTS":
+        return _parse_weights(value)
     if kind == tuple[str, ...]:
         if isinstance(value, str) or not isinstance(value, (list, tuple)):
             raise ImproperlyConfigured(f"OPTIONS {name} must be a list of module paths, not {value!r}.")
@@ -171,6 +176,26 @@ def _parse_retention(value: Any) -> MappingProxyType:
     if problems:
         raise OptionsError(problems)
     return MappingProxyType(days)
+
+
+def _parse_weights(value: Any) -> MappingProxyType:
+    """``{"tenant-vip": 3}``: a weight (a number above zero) per fairness key."""
+    if not isinstance(value, dict):
+        raise ImproperlyConfigured(
+            "OPTIONS FAIRNESS_WEIGHTS must be a dict of weights per fairness key, such as "
+            f'{{"tenant-vip": 3}}, not {value!r}.'
+        )
+    problems = []
+    for key, weight in value.items():
+        if not isinstance(key, str) or not key:
+            problems.append(f"OPTIONS FAIRNESS_WEIGHTS names {key!r}; a fairness key is a non-empty string.")
+        elif (
+            isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight < float("inf")
+        ):
+            problems.append(f"OPTIONS FAIRNESS_WEIGHTS[{key!r}] must be a number above zero, not {weight!r}.")
+    if problems:
+        raise OptionsError(problems)
+    return MappingProxyType({key: float(weight) for key, weight in value.items()})
 
 
 def _close(key: Any, candidates: Iterable[str]) -> str | None:

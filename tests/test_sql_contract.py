@@ -47,6 +47,8 @@ MARIADB = {
     "interruptions": ("int(10) unsigned", "NO", "0"),
     # Version 4: a producer may set it.
     "metadata": ("longtext", "NO", "'{}'"),
+    # Version 4: a producer may set it (fair share).
+    "fairness_key": ("varchar(255)", "YES", "NULL"),
 }
 POSTGRES = {
     "id": ("bigint", "NO", None),
@@ -70,6 +72,7 @@ POSTGRES = {
     "progress_at": ("timestamp with time zone", "YES", None),
     "interruptions": ("integer", "NO", "0"),
     "metadata": ("jsonb", "NO", "'{}'::jsonb"),
+    "fairness_key": ("character varying(255)", "YES", None),
 }
 # The procedure's parameters, in order (MariaDB/MySQL).
 PARAMETERS = [

@@ -19,7 +19,7 @@ from ..db import retry_on_conflict
 from ..payload import encode_arguments
 from ..tasks_api import Task, TaskResult, task_enqueued
 from .inserting import insert_job, insert_rows, job_fields, prepared_values, rows_per_statement
-from .keys import call_keys
+from .keys import KEY_NAMES, call_keys
 from .validation import check_arguments
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def build_jobs(backend: DatabaseBackend, task: Task, calls: Iterable[Call]) -> l
     now = backend.now()
     template: Job = backend.build_job(task, (), {}, now, keys=False)
     limit, jobs = backend.config.MAX_ARGUMENTS_BYTES, []
-    keyed = any(getattr(task, name, None) is not None for name in ("unique_key", "concurrency_key"))
+    keyed = any(getattr(task, name, None) is not None for name in KEY_NAMES)
     for args, kwargs in calls:
         job = type(template).__new__(type(template))
         job.__dict__.update(template.__dict__)
@@ -68,8 +68,8 @@ def insert_jobs(backend: DatabaseBackend, jobs: list[Job], batch_size: int) -> N
     template = prepared_values(jobs[0], connection)
     names = [f.attname for f in job_fields()]
     args_at, kwargs_at = names.index("args"), names.index("kwargs")
-    # A concurrency key may differ from call to call (a function of the arguments).
-    key_at = names.index("concurrency_key") if jobs[0].concurrency_key is not None else None
+    # A concurrency or fairness key may differ from call to call (a function of the arguments).
+    per_call = [names.index(name) for name in ("concurrency_key", "fairness_key")]
     json_field = job_fields()[args_at]
     size = rows_per_statement(connection, batch_size)
     for start in range(0, len(jobs), size):
@@ -79,8 +79,8 @@ def insert_jobs(backend: DatabaseBackend, jobs: list[Job], batch_size: int) -> N
             row = list(template)
             row[args_at] = json_field.get_db_prep_save(job.args, connection)
             row[kwargs_at] = json_field.get_db_prep_save(job.kwargs, connection)
-            if key_at is not None:
-                row[key_at] = job.concurrency_key
+            for at in per_call:
+                row[at] = getattr(job, names[at])
             values.append(row)
 
         def write(chunk: list[Job] = chunk, values: list[list[Any]] = values) -> None:

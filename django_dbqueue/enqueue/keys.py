@@ -1,5 +1,5 @@
-"""The per-call keys a task may carry: its unique key and its concurrency
-key, each a string or a function of the call's arguments."""
+"""The per-call keys a task may carry: its unique key, its concurrency key
+and its fairness key, each a string or a function of the call's arguments."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ from typing import Any
 
 from ..tasks_api import InvalidTask, Task
 
-KEY_MAX = 255  # Job.unique_key's and Job.concurrency_key's max_length
+KEY_MAX = 255  # the max_length of Job.unique_key, concurrency_key and fairness_key
+# The key options a task may set, each written to the Job column of its name.
+KEY_NAMES = ("unique_key", "concurrency_key", "fairness_key")
 ON_DUPLICATE = ("return", "raise")
 
 
 def check_key_option(name: str, value: Any) -> None:
-    """A task's ``unique_key`` or ``concurrency_key`` as declared."""
+    """A task's ``unique_key``, ``concurrency_key`` or ``fairness_key`` as declared."""
     if value is None or callable(value):
         return
     if not isinstance(value, str) or not value or len(value) > KEY_MAX:
@@ -24,8 +26,8 @@ def check_key_option(name: str, value: Any) -> None:
 
 
 def check_key_options(task: Any) -> None:
-    check_key_option("unique_key", getattr(task, "unique_key", None))
-    check_key_option("concurrency_key", getattr(task, "concurrency_key", None))
+    for name in KEY_NAMES:
+        check_key_option(name, getattr(task, name, None))
     on_duplicate = getattr(task, "on_duplicate", "return")
     if on_duplicate not in ON_DUPLICATE:
         raise InvalidTask(f"on_duplicate must be 'return' or 'raise', not {on_duplicate!r}.")
@@ -37,6 +39,13 @@ def check_key_options(task: Any) -> None:
         )
     if (key is None) != (limit is None):
         raise InvalidTask("concurrency_key and concurrency_limit go together: give both or neither.")
+    if key is not None and getattr(task, "fairness_key", None) is not None:
+        # A limited key's jobs are claimed one per key per claim (claim_limited),
+        # which leaves nothing for a fair share to divide.
+        raise InvalidTask(
+            "A task cannot have both a concurrency_key and a fairness_key: a limited key's jobs are "
+            "claimed one at a time per key, outside the fair share. Use one of the two."
+        )
 
 
 def resolve_key(
@@ -56,9 +65,9 @@ def resolve_key(
 
 
 def call_keys(task: Task, args: Any, kwargs: Any) -> dict[str, Any]:
-    """The unique and concurrency keys of one call, as Job fields."""
+    """The unique, concurrency and fairness keys of one call, as Job fields."""
     keys: dict[str, Any] = {}
-    for name in ("unique_key", "concurrency_key"):
+    for name in KEY_NAMES:
         declared = getattr(task, name, None)
         if declared is not None:
             keys[name] = resolve_key(name, declared, args, kwargs)

@@ -1,5 +1,6 @@
 """The task class of the database backend: Django's ``Task`` with the
-queue's own options (attempts, timeout, atomic, unique and concurrency keys)."""
+queue's own options (attempts, timeout, atomic, unique, concurrency and
+fairness keys)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from ..tasks_api import Task
 class DatabaseTask(Task):
     """The task class of :class:`DatabaseBackend`: Django's ``Task`` with the
     queue's own options. Set them in ``@task(...)`` (see
-    :func:`django_dbqueue.task`); the four key options may also be set for
+    :func:`django_dbqueue.task`); the five key options may also be set for
     one call with ``.using(...)``.
 
     ``max_attempts``
@@ -42,6 +43,12 @@ class DatabaseTask(Task):
         A small JSON object (at most 8 KB) stored with each job, which the
         task reads as ``current_job().metadata``; ``.using(metadata=...)``
         replaces the task's own.
+    ``fairness_key``
+        A string, or a function of the call's arguments returning one (or
+        ``None`` for no key), such as a tenant's id. When several keys have
+        due jobs, claims take them in turns, in proportion to their
+        ``OPTIONS["FAIRNESS_WEIGHTS"]`` (see docs/fairness.md). Not with a
+        ``concurrency_key``.
     ``depends_on``, ``on_parent_failure``, ``pass_result``
         For one call, with ``.using(...)``: the jobs (TaskResults or ids)
         and batches this job waits for; ``"cancel"`` (the default) or
@@ -58,6 +65,7 @@ class DatabaseTask(Task):
     concurrency_limit: int | None = None
     # Not hashed: a Task is a frozen dataclass, and a dict has no hash.
     metadata: dict[str, Any] | None = dataclasses.field(default=None, hash=False)
+    fairness_key: str | Callable[..., str] | None = None
     # Workflows, for one call through .using(): the parents (jobs, their
     # ids, or batches) this job waits for, what their failure does to it
     # ("cancel" or "run"), and whether their return values are passed on.
@@ -88,6 +96,7 @@ OWN_USING = (
     "on_duplicate",
     "concurrency_key",
     "concurrency_limit",
+    "fairness_key",
     "depends_on",
     "on_parent_failure",
     "pass_result",

@@ -33,11 +33,12 @@ class JobRows(models.QuerySet["Job", "Job"]):
         return self.ready().filter(run_after__lte=now or DbNow())
 
     def unlimited(self) -> Self:
-        """Jobs without a concurrency limit: the ordinary claim's. For the claim
-        index ``concurrency_key IS NULL`` is an equality, so the claim reads
-        these in claim order as before; limited jobs are claimed by
-        ``claim_limited()``."""
-        return self.filter(concurrency_key__isnull=True)
+        """Jobs without a concurrency limit or a fairness key: the ordinary
+        claim's. For the claim index ``concurrency_key IS NULL AND
+        fairness_key IS NULL`` are equalities, so the claim reads these in
+        claim order as before; limited jobs are claimed by
+        ``claim_limited()``, fair ones by fairness.py."""
+        return self.filter(concurrency_key__isnull=True, fairness_key__isnull=True)
 
     def running(self) -> Self:
         return self.filter(status=RUNNING)

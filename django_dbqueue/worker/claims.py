@@ -1,8 +1,9 @@
 """What a worker claims, and whether burst mode is done.
 
-A claim takes up to a batch of ordinary jobs (claiming.py) and fills the
-room left with jobs of limited keys (LimitedClaims), from the queues that
-are not paused. A claim that outlasted the paused set it used gives back
+A claim takes up to a batch of ordinary jobs (claiming.py), shared with
+jobs of fairness keys when some have jobs (FairClaims), and fills the room
+left with jobs of limited keys (LimitedClaims), from the queues that are
+not paused. A claim that outlasted the paused set it used gives back
 what it took from a queue paused meanwhile, so that a pause holds once it
 is one read's lifetime old (operations/pausing.py).
 """
@@ -10,12 +11,13 @@ is one read's lifetime old (operations/pausing.py).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from ..claiming import LimitedClaims, claim_from_queues
 from ..clock import elapsed
 from ..db import Outage, nothing_if_lost
+from ..fairness import FairClaims
 from ..operations.pausing import PauseCache
 from .heartbeat import recover, recovery_grace
 
@@ -39,6 +41,7 @@ class Claims:
         lease: float,
         poll_max: float,
         release: Callable[[list[int]], int],
+        weights: Mapping[str, float] | None = None,
     ) -> None:
         self.database = database
         self.name = name
@@ -48,6 +51,7 @@ class Claims:
         self.poll_max = poll_max
         self.release = release
         self.limited = LimitedClaims()
+        self.fair = FairClaims(weights)
         self.pauses = PauseCache(database, poll_max)
 
     def claim(self) -> tuple[list[Job], float | None]:
@@ -60,7 +64,17 @@ class Claims:
         if not queues:
             return [], None
         jobs = Job.objects.using(self.database)
-        batch = nothing_if_lost(lambda: claim_from_queues(jobs, queues, self.name, self.size, self.lease))
+        name, lease = self.name, self.lease
+        batch = nothing_if_lost(
+            lambda: self.fair.claim(
+                jobs,
+                queues,
+                name,
+                self.size,
+                lease,
+                lambda n: claim_from_queues(jobs, queues, name, n, lease),
+            )
+        )
         room = self.size - len(batch)
         batch += nothing_if_lost(lambda: self.limited.claim(jobs, queues, self.name, room, self.lease))
         if batch and self.pauses.stale():

@@ -88,6 +88,7 @@ class Worker:
             lease=self.lease,
             poll_max=self.config.POLL_INTERVAL_MAX,
             release=self.release,
+            weights=self.config.FAIRNESS_WEIGHTS,
         )
         self.runner = JobRunner(
             backend, self.name, self.outage, slot=self.slot, give_up=self._give_up, batch=self.batch
@@ -205,7 +206,7 @@ class Worker:
             # A full batch: more is probably waiting; so are more of a limited key,
             # and the dependants (or batch callbacks) these outcomes released.
             followed = any(job.has_dependants or job.batch_id is not None for job in jobs)
-            more = len(jobs) >= self.batch or limited.found or followed
+            more = len(jobs) >= self.batch or limited.found or self.claims.fair.found or followed
             return 0 if more else self.config.POLL_INTERVAL_MIN
         if limited.found:
             # Limited jobs wait for a slot: a slot that frees should not sit

@@ -285,3 +285,9 @@ def record_atomic_unless(key: str, then: str = "") -> str:
     if then == "close":
         close_old_connections()
     return key
+
+
+@task(fairness_key=lambda tenant, index: f"tenant:{tenant}")
+def per_tenant(tenant: str, index: int) -> int:
+    """A tenant's job: claims share the batch among tenants (fairness.py)."""
+    return index

@@ -11,6 +11,7 @@ DBQUEUE_RETENTION  OPTIONS RETENTION as JSON, e.g. {"SUCCESSFUL": 7} (default: n
 DBQUEUE_STOP_TIMEOUT     OPTIONS STOP_TIMEOUT seconds, as JSON (default null: finish the job in hand)
 DBQUEUE_CANCEL_GRACE     OPTIONS CANCEL_GRACE_SECONDS (default 10)
 DBQUEUE_CONTROL_INTERVAL OPTIONS CONTROL_INTERVAL (default 1)
+DBQUEUE_FAIRNESS_WEIGHTS OPTIONS FAIRNESS_WEIGHTS as JSON, e.g. {"vip": 3} (default: none)
 DBQUEUE_USE_TZ     0 for USE_TZ = False (default 1)
 DBQUEUE_TIME_ZONE  TIME_ZONE (default UTC), e.g. America/New_York to test naive local times
 """
@@ -142,6 +143,7 @@ TASKS = {
             "STOP_TIMEOUT": json.loads(os.environ.get("DBQUEUE_STOP_TIMEOUT", "null")),
             "CANCEL_GRACE_SECONDS": float(os.environ.get("DBQUEUE_CANCEL_GRACE", "10")),
             "CONTROL_INTERVAL": float(os.environ.get("DBQUEUE_CONTROL_INTERVAL", "1")),
+            "FAIRNESS_WEIGHTS": json.loads(os.environ.get("DBQUEUE_FAIRNESS_WEIGHTS", "{}")),
         },
     }
 }
