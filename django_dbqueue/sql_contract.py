@@ -22,7 +22,9 @@ from django.db import DatabaseError
 # 3: the WAITING status (workflows), and the control columns producers may
 # write (cancel_requested_at) or read (progress, progress_message,
 # progress_at, interruptions); the procedure itself is unchanged.
-VERSION = 3
+# 4: the rate-limit columns producers may write (rate_key, rate_limit); the
+# procedure itself is unchanged.
+VERSION = 4
 PROCEDURE = "dbqueue_enqueue"
 COMMENT = f"django-dbqueue SQL contract {VERSION}"
 

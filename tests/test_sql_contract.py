@@ -45,6 +45,9 @@ MARIADB = {
     "progress_message": ("varchar(255)", "NO", "''"),
     "progress_at": ("datetime(6)", "YES", "NULL"),
     "interruptions": ("int(10) unsigned", "NO", "0"),
+    # Version 4: a producer may set them (rate limits).
+    "rate_key": ("varchar(255)", "YES", "NULL"),
+    "rate_limit": ("varchar(16)", "YES", "NULL"),
 }
 POSTGRES = {
     "id": ("bigint", "NO", None),
@@ -67,6 +70,8 @@ POSTGRES = {
     "progress_message": ("character varying(255)", "NO", "''::character varying"),
     "progress_at": ("timestamp with time zone", "YES", None),
     "interruptions": ("integer", "NO", "0"),
+    "rate_key": ("character varying(255)", "YES", None),
+    "rate_limit": ("character varying(16)", "YES", None),
 }
 # The procedure's parameters, in order (MariaDB/MySQL).
 PARAMETERS = [

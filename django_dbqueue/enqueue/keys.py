@@ -1,14 +1,17 @@
-"""The per-call keys a task may carry: its unique key and its concurrency
-key, each a string or a function of the call's arguments."""
+"""The per-call keys a task may carry: its unique key, its concurrency key
+and its rate key, each a string or a function of the call's arguments."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..rates import QUEUE_PREFIX, TASK_PREFIX, parse_rate
 from ..tasks_api import InvalidTask, Task
 
-KEY_MAX = 255  # Job.unique_key's and Job.concurrency_key's max_length
+KEY_MAX = 255  # Job.unique_key's, Job.concurrency_key's and Job.rate_key's max_length
+# Options that give a job key columns of its own.
+KEYED = ("unique_key", "concurrency_key", "rate_limit")
 ON_DUPLICATE = ("return", "raise")
 
 
@@ -37,6 +40,24 @@ def check_key_options(task: Any) -> None:
         )
     if (key is None) != (limit is None):
         raise InvalidTask("concurrency_key and concurrency_limit go together: give both or neither.")
+    check_rate_options(task)
+
+
+def check_rate_options(task: Any) -> None:
+    rate_key, rate_limit = getattr(task, "rate_key", None), getattr(task, "rate_limit", None)
+    check_key_option("rate_key", rate_key)
+    if rate_limit is not None:
+        try:
+            parse_rate(rate_limit)
+        except ValueError as exc:
+            raise InvalidTask(str(exc)) from None
+    elif rate_key is not None:
+        raise InvalidTask("rate_key needs a rate_limit, such as rate_limit='100/m': give both.")
+    if rate_limit is not None and getattr(task, "concurrency_key", None) is not None:
+        raise InvalidTask(
+            "A task cannot have both a concurrency_key and a rate_limit: its jobs are claimed by "
+            "one limit or the other. Use a queue or a separate task for the second limit."
+        )
 
 
 def resolve_key(
@@ -55,8 +76,18 @@ def resolve_key(
     return key
 
 
-def call_keys(task: Task, args: Any, kwargs: Any) -> dict[str, Any]:
-    """The unique and concurrency keys of one call, as Job fields."""
+def is_keyed(task: Task, rate_limits: Mapping[str, str]) -> bool:
+    """Whether the task's jobs get key columns: its own keys, or its queue's rate limit."""
+    return any(getattr(task, name, None) is not None for name in KEYED) or (
+        QUEUE_PREFIX + task.queue_name in rate_limits
+    )
+
+
+def call_keys(task: Task, args: Any, kwargs: Any, rate_limits: Mapping[str, str]) -> dict[str, Any]:
+    """The unique, concurrency and rate keys of one call, as Job fields.
+    A task's ``rate_limit`` without a ``rate_key`` limits the task as a
+    whole (key ``task:<module path>``); a task without a ``rate_limit``
+    on a queue that OPTIONS RATE_LIMITS limits takes the queue's key."""
     keys: dict[str, Any] = {}
     for name in ("unique_key", "concurrency_key"):
         declared = getattr(task, name, None)
@@ -64,4 +95,11 @@ def call_keys(task: Task, args: Any, kwargs: Any) -> dict[str, Any]:
             keys[name] = resolve_key(name, declared, args, kwargs)
     if keys.get("concurrency_key") is not None:
         keys["concurrency_limit"] = task.concurrency_limit
+    rate_limit = getattr(task, "rate_limit", None)
+    if rate_limit is not None:
+        declared = getattr(task, "rate_key", None)
+        keys["rate_key"] = resolve_key("rate_key", declared, args, kwargs) or TASK_PREFIX + task.module_path
+        keys["rate_limit"] = rate_limit
+    elif (queue_limit := rate_limits.get(QUEUE_PREFIX + task.queue_name)) is not None:
+        keys["rate_key"], keys["rate_limit"] = QUEUE_PREFIX + task.queue_name, queue_limit
     return keys

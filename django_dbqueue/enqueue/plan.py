@@ -31,7 +31,7 @@ from ..payload import encode_arguments
 from ..tasks_api import TaskResultStatus
 from ..workflows.context import batch_fields
 from .inserting import column_field
-from .keys import call_keys
+from .keys import call_keys, is_keyed
 from .results import JobResult
 
 if TYPE_CHECKING:
@@ -61,6 +61,7 @@ class Plan:
         "keyed",
         "limit",
         "model",
+        "rate_limits",
         "run_after",
         "task",
         "template",
@@ -70,7 +71,8 @@ class Plan:
         Job = backend.job_model()
         self.task, self.model, self.database = task, Job, backend.database
         self.limit = backend.config.MAX_ARGUMENTS_BYTES
-        self.keyed = any(getattr(task, name, None) is not None for name in ("unique_key", "concurrency_key"))
+        self.rate_limits = backend.config.RATE_LIMITS
+        self.keyed = is_keyed(task, self.rate_limits)
         # An aware run_after with USE_TZ = False: the local time it names.
         self.run_after = as_stored(task.run_after) if task.run_after else None
         # Whether to_result() gives a new job's result the task itself,
@@ -100,9 +102,9 @@ class Plan:
 
     def job(self, args: Any, kwargs: Any, now: datetime, keys: bool = True) -> Job:
         """An unsaved Job for one call, its arguments checked as JSON; with
-        its unique and concurrency keys unless ``keys`` is false."""
+        its unique, concurrency and rate keys unless ``keys`` is false."""
         # Key functions get the call's own arguments, as the task function would.
-        call = call_keys(self.task, args, kwargs) if keys and self.keyed else {}
+        call = call_keys(self.task, args, kwargs, self.rate_limits) if keys and self.keyed else {}
         args, kwargs = encode_arguments(args, kwargs, self.limit)
         fields = {
             **self.template,
@@ -186,7 +188,7 @@ def _prepared(name: str, value: Any, connection: Any) -> Any:
 TASK_COLUMNS = ("task_path", "queue_name", "priority", "max_attempts")
 WORKFLOW_DEFAULTS = (("on_parent_failure", "cancel"), ("pass_result", False))
 CALL_COLUMNS = ("args", "kwargs", "run_after", "enqueued_at")
-KEY_COLUMNS = ("unique_key", "concurrency_key", "concurrency_limit")
+KEY_COLUMNS = ("unique_key", "concurrency_key", "concurrency_limit", "rate_key", "rate_limit")
 
 
 class Plans:

@@ -1,5 +1,5 @@
 """The task class of the database backend: Django's ``Task`` with the
-queue's own options (attempts, timeout, atomic, unique and concurrency keys)."""
+queue's own options (attempts, timeout, atomic, unique, concurrency and rate keys)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from ..tasks_api import Task
 class DatabaseTask(Task):
     """The task class of :class:`DatabaseBackend`: Django's ``Task`` with the
     queue's own options. Set them in ``@task(...)`` (see
-    :func:`django_dbqueue.task`); the four key options may also be set for
+    :func:`django_dbqueue.task`); the six key options may also be set for
     one call with ``.using(...)``.
 
     ``max_attempts``
@@ -38,6 +38,12 @@ class DatabaseTask(Task):
         At most ``concurrency_limit`` jobs with the same key (a string or a
         function of the arguments) run at once, across every worker; the
         others wait without spending an attempt.
+    ``rate_limit``, ``rate_key``
+        At most N jobs claimed in any window of the period (``"100/m"``;
+        also ``"N/s"``, ``"N/h"``, ``"N/d"``, ``"N/5m"``), across every
+        worker, per ``rate_key`` (a string or a function of the arguments;
+        default: the task as a whole). The others wait READY without
+        spending an attempt. Not with a ``concurrency_key``.
     ``depends_on``, ``on_parent_failure``, ``pass_result``
         For one call, with ``.using(...)``: the jobs (TaskResults or ids)
         and batches this job waits for; ``"cancel"`` (the default) or
@@ -52,6 +58,8 @@ class DatabaseTask(Task):
     on_duplicate: str = "return"  # or "raise": JobAlreadyQueued
     concurrency_key: str | Callable[..., str] | None = None
     concurrency_limit: int | None = None
+    rate_limit: str | None = None
+    rate_key: str | Callable[..., str] | None = None
     # Workflows, for one call through .using(): the parents (jobs, their
     # ids, or batches) this job waits for, what their failure does to it
     # ("cancel" or "run"), and whether their return values are passed on.
@@ -78,6 +86,8 @@ OWN_USING = (
     "on_duplicate",
     "concurrency_key",
     "concurrency_limit",
+    "rate_limit",
+    "rate_key",
     "depends_on",
     "on_parent_failure",
     "pass_result",

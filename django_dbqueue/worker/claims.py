@@ -1,8 +1,9 @@
 """What a worker claims, and whether burst mode is done.
 
 A claim takes up to a batch of ordinary jobs (claiming.py) and fills the
-room left with jobs of limited keys (LimitedClaims), from the queues that
-are not paused. A claim that outlasted the paused set it used gives back
+room left with jobs of limited keys (LimitedClaims), then of rate keys
+(RateClaims), from the queues that are not paused. A claim that outlasted
+the paused set it used gives back
 what it took from a queue paused meanwhile, so that a pause holds once it
 is one read's lifetime old (operations/pausing.py).
 """
@@ -10,10 +11,10 @@ is one read's lifetime old (operations/pausing.py).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from ..claiming import LimitedClaims, claim_from_queues
+from ..claiming import LimitedClaims, RateClaims, claim_from_queues
 from ..clock import elapsed
 from ..db import Outage, nothing_if_lost
 from ..operations.pausing import PauseCache
@@ -39,6 +40,7 @@ class Claims:
         lease: float,
         poll_max: float,
         release: Callable[[list[int]], int],
+        rate_limits: Mapping[str, str] | None = None,
     ) -> None:
         self.database = database
         self.name = name
@@ -48,6 +50,7 @@ class Claims:
         self.poll_max = poll_max
         self.release = release
         self.limited = LimitedClaims()
+        self.rated = RateClaims(rate_limits)
         self.pauses = PauseCache(database, poll_max)
 
     def claim(self) -> tuple[list[Job], float | None]:
@@ -63,9 +66,21 @@ class Claims:
         batch = nothing_if_lost(lambda: claim_from_queues(jobs, queues, self.name, self.size, self.lease))
         room = self.size - len(batch)
         batch += nothing_if_lost(lambda: self.limited.claim(jobs, queues, self.name, room, self.lease))
+        room = self.size - len(batch)
+        batch += nothing_if_lost(lambda: self.rated.claim(jobs, queues, self.name, room, self.lease))
         if batch and self.pauses.stale():
             batch = self.drop_paused(batch)
         return batch, sent_at
+
+    def waiting(self, poll_min: float) -> float | None:
+        """How long to idle while limited jobs wait for a slot, or None when
+        none was found: a concurrency slot may free at any moment, a rate
+        slot when its period is over (waited for, up to the poll interval)."""
+        if self.limited.found:
+            return poll_min
+        if self.rated.found:
+            return max(poll_min, min(self.rated.wait(), self.poll_max))
+        return None
 
     def drop_paused(self, batch: list[Job]) -> list[Job]:
         """The claim outlasted the paused set it used: read the set again and
