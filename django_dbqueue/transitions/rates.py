@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, cast
 from django.db import models, transaction
 from django.db.models import Count, Min
 
-from ..clock import DbNow
+from ..clock import DbNow, read_database_now
 from ..db import lock_if_serialised
-from ..rates import Rate, parse_rate, rate_or_fallback
+from ..rates import rate_or_fallback
 from .claim import CLAIM_ORDER, _claimable, _mark_claimed
 from .instances import loaded
 from .rows import DEFAULT_LEASE, READY, JobRows
@@ -50,58 +50,62 @@ class RateQuerySet(JobRows):
 
         The limit is ``limit`` when given (OPTIONS RATE_LIMITS), else the
         one the first due job carries, so a limit changed in code holds
-        from the jobs enqueued after the change. A job locked here but left
-        unclaimed for want of a slot is untouched when the transaction ends."""
+        from the jobs enqueued after the change. The slots are locked
+        first: a key over its rate costs two small reads and locks no job."""
         from ..models import RateSlot
 
         rows = self.model._base_manager.using(self.db)
         slots = RateSlot.objects.using(self.db)
+        due = rows.filter(
+            status=READY, queue_name__in=queues, concurrency_key=None, rate_key=key, run_after__lte=DbNow()
+        ).order_by(*CLAIM_ORDER)
+        if limit is None:
+            first = list(due.values_list("rate_limit", flat=True)[:1])
+            if not first:
+                return [], None
+            limit = first[0]
+        rate = rate_or_fallback(limit)
         with transaction.atomic(using=self.db):
             lock_if_serialised(self.db, self.model._meta.db_table)
-            due = rows.filter(
-                status=READY,
-                queue_name__in=queues,
-                concurrency_key=None,
-                rate_key=key,
-                run_after__lte=DbNow(),
-            )
-            locked = due.annotate(db_now=DbNow()).order_by(*CLAIM_ORDER).select_for_update(skip_locked=True)
-            jobs = _claimable(loaded(locked[:room], "db_now"))
-            if not jobs:
-                return [], None
-            rate = parse_rate(limit) if limit else rate_or_fallback(jobs[0].rate_limit)
-            now = jobs[0].db_now  # type: ignore[attr-defined]
-            free, wait = _free_slots(slots.filter(key=key, slot__lt=rate.number), key, rate, len(jobs), now)
-            batch = jobs[: len(free)]
-            if batch:
-                _mark_claimed(rows, batch, owner, lease)
-                # Free again one period after this claim, on the database's clock.
-                slots.filter(pk__in=free).update(free_at=now + timedelta(seconds=rate.seconds))
-        return batch, wait
+            mine = slots.filter(key=key, slot__lt=rate.number)
+            free, wait = _free_slots(mine, key, rate.number, min(room, rate.number))
+            if not free:
+                return [], wait
+            locked = due.annotate(db_now=DbNow()).select_for_update(skip_locked=True)
+            batch = _claimable(loaded(locked[: len(free)], "db_now"))
+            if not batch:
+                return [], None  # the key's due jobs are all being claimed by others
+            _mark_claimed(rows, batch, owner, lease)
+            # Free again a period after the read that took them (one statement: one now).
+            used, now = [pk for pk, _ in free[: len(batch)]], free[0][1]
+            slots.filter(pk__in=used).update(free_at=now + timedelta(seconds=rate.seconds))
+        return batch, 0.0
 
 
 def _free_slots(
-    mine: models.QuerySet, key: str, rate: Rate, wanted: int, now: datetime
-) -> tuple[list[int], float]:
+    mine: models.QuerySet, key: str, number: int, wanted: int
+) -> tuple[list[tuple[int, datetime]], float]:
     """Lock up to ``wanted`` of the key's free slots that no other claimer
-    holds (SKIP LOCKED); and, when fewer than that were free, the seconds
-    until the next one frees (0: another claimer holds a free one, or it
-    was just made). A key's missing slots (a new key, a raised limit) are
-    made here, free at once; two claimers making them both are settled by
-    the unique (key, slot) index."""
+    holds (SKIP LOCKED), each with the database's now as it was taken;
+    and, when none was, the seconds until the next one frees (0: another
+    claimer holds a free one). A key's missing slots (a new key, a raised
+    limit) are made here, free at once; two claimers making them both are
+    settled by the unique (key, slot) index."""
 
-    def lock() -> list[int]:
-        free = mine.filter(free_at__lte=now).order_by("slot").select_for_update(skip_locked=True)
-        return list(free.values_list("pk", flat=True)[:wanted])
+    def lock() -> list[tuple[int, datetime]]:
+        free = mine.filter(free_at__lte=DbNow()).annotate(db_now=DbNow()).order_by("slot")
+        return list(free.select_for_update(skip_locked=True).values_list("pk", "db_now")[:wanted])
 
     free = lock()
-    if len(free) >= min(wanted, rate.number):
+    if len(free) >= wanted:
         return free, 0.0
     made, earliest = mine.aggregate(made=Count("pk"), earliest=Min("free_at")).values()
-    if made < rate.number:
-        new = [mine.model(key=key, slot=slot, free_at=now) for slot in range(rate.number)]
-        mine.bulk_create(new, ignore_conflicts=True)
+    if made < number:
+        now = read_database_now(mine.db)
+        mine.bulk_create(
+            [mine.model(key=key, slot=slot, free_at=now) for slot in range(number)], ignore_conflicts=True
+        )
         return lock(), 0.0
     if free or earliest is None:
         return free, 0.0
-    return free, max((earliest - now).total_seconds(), 0.0)
+    return free, max((earliest - read_database_now(mine.db)).total_seconds(), 0.0)
