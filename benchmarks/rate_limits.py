@@ -177,14 +177,11 @@ def main() -> None:
             alone.append(drain_unlimited(args.jobs, args.workers))
             due_backlog(True)
             beside.append(drain_unlimited(args.jobs, args.workers))
-        print(
-            f"| {args.jobs:,} unlimited no-op jobs, {args.workers} workers | jobs/s, median of {args.rounds} |"
-        )
+        rounds, backlog = args.rounds, f"{args.backlog:,}"
+        print(f"| {args.jobs:,} unlimited no-op jobs, {args.workers} workers | jobs/s, median of {rounds} |")
         print("|---|---|")
-        print(f"| beside {args.backlog:,} rate-limited jobs not yet due | {statistics.median(alone):.0f} |")
-        print(
-            f"| beside the same jobs due, all over their rate (100 keys at 1/h) | {statistics.median(beside):.0f} |"
-        )
+        print(f"| beside {backlog} rate-limited jobs not yet due | {statistics.median(alone):.0f} |")
+        print(f"| beside them due, all over their rate (100 keys, 1/h) | {statistics.median(beside):.0f} |")
         plan = explain_claim()
         print("EXPLAIN of the ordinary claim's read:")
         for row in plan:

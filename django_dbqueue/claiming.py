@@ -140,11 +140,13 @@ class RateClaims:
     LOOK_EVERY seconds, or sooner when a claim came back less than full. A
     key whose slots were all taken is skipped until its next slot frees
     (``busy``), so a backlog of jobs over their rate costs no query per
-    poll; ``wait()`` tells the loop how long that is.
+    poll; ``wait()`` tells the loop how long that is. Keys met for the
+    first time are checked for free slots all at once (``busy_rate_keys()``).
     """
 
     LOOK_EVERY = 1.0
     KEYS = 20  # keys tried per look, at most
+    LEARNED_FOR = 60.0  # the longest a key found busy by busy_rate_keys() is skipped
 
     def __init__(self, limits: Mapping[str, str] | None = None) -> None:
         self.limits = dict(limits or {})
@@ -165,6 +167,11 @@ class RateClaims:
             self.next_look = now + self.LOOK_EVERY
             self.keys = jobs.rated_keys(queues, self.KEYS)
             self.busy = {key: until for key, until in self.busy.items() if until > now}
+            unknown = [key for key in self.keys if key not in self.busy]
+            if unknown:
+                # Up to LEARNED_FOR: a raised limit's new slots show only to a claim.
+                learned = jobs.busy_rate_keys(unknown)
+                self.busy.update({key: now + min(wait, self.LEARNED_FOR) for key, wait in learned.items()})
         batch: list[Job] = []
         room = max(room, 1)
         for key in list(self.keys):

@@ -5,9 +5,10 @@ test_rate_limits_processes.py)."""
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.test import override_settings
 
-from demo.tasks import add, rated
+from demo.tasks import add, per_customer, rated
 from django_dbqueue import bulk_enqueue, task
 from django_dbqueue.claiming import RateClaims
 from django_dbqueue.clock import DbNow
@@ -110,7 +111,9 @@ def test_a_queue_limited_in_options_gives_its_jobs_the_queue_key():
         job = Job.objects.get(pk=add.enqueue(1, 2).id)
         [bulk] = bulk_enqueue(add, [((3, 4), {})])
         own = Job.objects.get(pk=rated.enqueue("acme", 1).id)
+        limited = Job.objects.get(pk=per_customer.enqueue("acme", 1, 0).id)
     assert (job.rate_key, job.rate_limit) == ("queue:default", "10/s")
+    assert (limited.concurrency_key, limited.rate_key) == ("customer:acme", None), "one limit per job"
     assert Job.objects.get(pk=bulk.id).rate_key == "queue:default"
     assert own.rate_key == "customer:acme", "a task's own limit wins"
 
@@ -200,3 +203,16 @@ def test_options_limits_win_in_the_worker():
     jobs(5, key="k", limit="100/m")
     rates = RateClaims({"k": "2/m"})
     assert len(rates.claim(Job.objects.all(), ["default"], "w", room=10, lease=60)) == 2
+
+
+@pytest.mark.django_db
+def test_a_new_worker_learns_every_busy_key_in_one_read_without_a_claim(django_assert_num_queries):
+    for key in ("a", "b", "c"):
+        jobs(2, key=key, limit="1/h")
+        assert len(Job.objects.claim_rated("old", ["default"], key, room=5)[0]) == 1
+    rates = RateClaims()
+    # The keys with due jobs, their slots, the database's now (SQLite's is this host's): no claim.
+    with django_assert_num_queries(2 if connection.vendor == "sqlite" else 3):
+        assert rates.claim(Job.objects.all(), ["default"], "new", room=10, lease=60) == []
+    assert sorted(rates.busy) == ["a", "b", "c"]
+    assert 0 < rates.wait() <= RateClaims.LEARNED_FOR

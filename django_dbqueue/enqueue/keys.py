@@ -87,7 +87,8 @@ def call_keys(task: Task, args: Any, kwargs: Any, rate_limits: Mapping[str, str]
     """The unique, concurrency and rate keys of one call, as Job fields.
     A task's ``rate_limit`` without a ``rate_key`` limits the task as a
     whole (key ``task:<module path>``); a task without a ``rate_limit``
-    on a queue that OPTIONS RATE_LIMITS limits takes the queue's key."""
+    (nor a concurrency key) on a queue that OPTIONS RATE_LIMITS limits
+    takes the queue's key."""
     keys: dict[str, Any] = {}
     for name in ("unique_key", "concurrency_key"):
         declared = getattr(task, name, None)
@@ -100,6 +101,7 @@ def call_keys(task: Task, args: Any, kwargs: Any, rate_limits: Mapping[str, str]
         declared = getattr(task, "rate_key", None)
         keys["rate_key"] = resolve_key("rate_key", declared, args, kwargs) or TASK_PREFIX + task.module_path
         keys["rate_limit"] = rate_limit
-    elif (queue_limit := rate_limits.get(QUEUE_PREFIX + task.queue_name)) is not None:
-        keys["rate_key"], keys["rate_limit"] = QUEUE_PREFIX + task.queue_name, queue_limit
+    elif keys.get("concurrency_key") is None and (queue := QUEUE_PREFIX + task.queue_name) in rate_limits:
+        # A job is claimed under one limit: a concurrency key wins over its queue's rate.
+        keys["rate_key"], keys["rate_limit"] = queue, rate_limits[queue]
     return keys

@@ -33,6 +33,21 @@ class RateQuerySet(JobRows):
         random.shuffle(keys)
         return keys[:limit]
 
+    def busy_rate_keys(self, keys: list[str]) -> dict[str, float]:
+        """Of ``keys``, those whose every slot is taken, with the seconds
+        until the first frees: one plain read, so a worker learns a backlog
+        of keys over their rate without a claim per key. (A key whose limit
+        was raised has slots still to make: only its claim can tell.)"""
+        from ..models import RateSlot
+
+        slots = RateSlot.objects.using(self.db).filter(key__in=keys).order_by()
+        taken = slots.values("key").annotate(earliest=Min("free_at")).filter(earliest__gt=DbNow())
+        found = list(taken.values_list("key", "earliest"))
+        if not found:
+            return {}
+        now = read_database_now(self.db)
+        return {key: (earliest - now).total_seconds() for key, earliest in found}
+
     def claim_rated(
         self,
         owner: str,
