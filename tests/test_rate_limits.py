@@ -29,6 +29,16 @@ def db_now():
     return Job.objects.annotate(now=DbNow()).values_list("now", flat=True).first()
 
 
+def claim_all(owner: str, key: str = "k", limit: str | None = None) -> tuple[list[Job], float | None]:
+    """Claims of the key until one comes back empty: all the window allows now."""
+    claimed: list[Job] = []
+    while True:
+        batch, wait = Job.objects.claim_rated(owner, ["default"], key, room=100, limit=limit)
+        if not batch:
+            return claimed, wait
+        claimed += batch
+
+
 def age_slots(key: str, seconds: float) -> None:
     """Move the key's slots into the past, as the period passing would."""
     for slot in RateSlot.objects.filter(key=key):
@@ -128,13 +138,9 @@ def test_the_ordinary_claim_leaves_rate_limited_jobs_alone():
 @pytest.mark.django_db
 def test_a_job_over_the_rate_waits_ready_without_spending_an_attempt_until_a_slot_frees():
     made = jobs(4, limit="2/m")
-    first, wait = Job.objects.claim_rated("a", ["default"], "k", room=10)
+    first, wait = claim_all("a")
     assert [j.pk for j in first] == [made[0].pk, made[1].pk], "two slots: two claims, in claim order"
-    assert wait == 0
     assert {j.status for j in first} == {"RUNNING"}
-
-    again, wait = Job.objects.claim_rated("b", ["default"], "k", room=10)
-    assert again == []
     assert 59 < wait <= 60, "the next slot frees a period after the claim"
     left = Job.objects.filter(pk__in=[made[2].pk, made[3].pk])
     assert set(left.values_list("status", "attempts", "owner")) == {("READY", 0, None)}
@@ -143,10 +149,7 @@ def test_a_job_over_the_rate_waits_ready_without_spending_an_attempt_until_a_slo
     Job.objects.filter(pk=first[0].pk).update(status="SUCCESSFUL")
     assert Job.objects.claim_rated("b", ["default"], "k", room=10)[0] == []
     age_slots("k", 60)
-    assert [j.pk for j in Job.objects.claim_rated("b", ["default"], "k", room=10)[0]] == [
-        made[2].pk,
-        made[3].pk,
-    ]
+    assert [j.pk for j in claim_all("b")[0]] == [made[2].pk, made[3].pk]
     assert Job.objects.claim_rated("b", ["default"], "k", room=10) == ([], None), "nothing left"
 
 
@@ -163,14 +166,13 @@ def test_each_key_has_its_own_slots_and_keys_compare_byte_for_byte():
 @pytest.mark.django_db
 def test_a_limit_changed_takes_effect_lowered_or_raised():
     jobs(10, limit="3/m")
-    assert len(Job.objects.claim_rated("a", ["default"], "k", room=10)[0]) == 3
+    assert len(claim_all("a")[0]) == 3
     age_slots("k", 60)
     # OPTIONS RATE_LIMITS wins over the rows: slots past a lowered N are not used.
-    assert len(Job.objects.claim_rated("a", ["default"], "k", room=10, limit="1/m")[0]) == 1
-    assert Job.objects.claim_rated("a", ["default"], "k", room=10, limit="1/m")[0] == []
+    assert len(claim_all("a", limit="1/m")[0]) == 1
     # Jobs enqueued after the code changed carry the new limit, and lead the claim.
     Job.objects.filter(rate_key="k", status="READY").update(rate_limit="5/m", priority=1)
-    assert len(Job.objects.claim_rated("a", ["default"], "k", room=10)[0]) == 4, "slot 0 is still busy"
+    assert len(claim_all("a")[0]) == 4, "slot 0 is still busy"
     assert RateSlot.objects.filter(key="k").count() == 5
 
 
@@ -202,7 +204,17 @@ def test_a_worker_skips_a_busy_key_without_a_query_until_its_slot_frees(django_a
 def test_options_limits_win_in_the_worker():
     jobs(5, key="k", limit="100/m")
     rates = RateClaims({"k": "2/m"})
-    assert len(rates.claim(Job.objects.all(), ["default"], "w", room=10, lease=60)) == 2
+    claimed = [rates.claim(Job.objects.all(), ["default"], "w", room=10, lease=60) for _ in range(3)]
+    assert [len(batch) for batch in claimed] == [1, 1, 0]
+
+
+@pytest.mark.django_db
+def test_a_claim_takes_a_tenth_of_a_keys_slots_so_its_window_is_spread_over_claims():
+    jobs(30, limit="20/m")
+    sizes = []
+    while batch := Job.objects.claim_rated("w", ["default"], "k", room=100)[0]:
+        sizes.append(len(batch))
+    assert sizes == [2] * 10, "all 20 slots used, two at a time"
 
 
 @pytest.mark.django_db

@@ -70,8 +70,11 @@ def test_a_60_a_minute_limit_holds_across_three_workers_and_two_hosts_worth_of_p
         runqueue("--batch", "10", "--queue", "default"),
         runqueue("--batch", "10", "--processes", "2", "--queue", "default"),
     ]
-    wait_for(lambda: len(starts("acme")) >= 2 * number, timeout=seconds + 20, interval=0.5)
-    stop(hosts)
+    try:
+        wait_for(lambda: len(starts("acme")) >= 2 * number, timeout=seconds + 30, interval=0.5)
+    finally:
+        stop(hosts)
+        print(f"{len(starts('acme'))} started", *(host.output()[-2000:] for host in hosts), sep="\n")
 
     times = starts("acme")
     check_rate(times, rated.rate_limit)

@@ -14,7 +14,7 @@ JobQuerySet is put together from one module a step:
 
 rows.py      which jobs are in which state (ready, due, running, finished)
 claim.py     claim, claim_limited and release
-rates.py     claim_rated: the claim of rate-limited jobs
+rates.py     claim_rated and busy_rate_keys: the claim of rate-limited jobs
 leases.py    extend and check leases; recover a dead worker's jobs
 outcomes.py  record one outcome, or many successes in one UPDATE (Finished)
 running.py   control over running jobs: cancel requests, progress,

@@ -83,7 +83,7 @@ class RateQuerySet(JobRows):
         with transaction.atomic(using=self.db):
             lock_if_serialised(self.db, self.model._meta.db_table)
             mine = slots.filter(key=key, slot__lt=rate.number)
-            free, wait = _free_slots(mine, key, rate.number, min(room, rate.number))
+            free, wait = _free_slots(mine, key, rate.number, min(room, rate.number, per_claim(rate.number)))
             if not free:
                 return [], wait
             locked = due.annotate(db_now=DbNow()).select_for_update(skip_locked=True)
@@ -95,6 +95,18 @@ class RateQuerySet(JobRows):
             used, now = [pk for pk, _ in free[: len(batch)]], free[0][1]
             slots.filter(pk__in=used).update(free_at=now + timedelta(seconds=rate.seconds))
         return batch, 0.0
+
+
+def per_claim(number: int) -> int:
+    """The most jobs of a key one claim takes: a tenth of its slots (at
+    least one). A worker starts its batch one job after another, so a key's
+    window taken by one claim would start over the time that batch takes;
+    spread over several claims, and workers, its jobs start close to their
+    claims (docs/performance.md, "Rate limits")."""
+    return max(1, number // SPREAD)
+
+
+SPREAD = 10
 
 
 def _free_slots(
