@@ -228,3 +228,12 @@ def test_a_new_worker_learns_every_busy_key_in_one_read_without_a_claim(django_a
         assert rates.claim(Job.objects.all(), ["default"], "new", room=10, lease=60) == []
     assert sorted(rates.busy) == ["a", "b", "c"]
     assert 0 < rates.wait() <= RateClaims.LEARNED_FOR
+
+
+@pytest.mark.django_db
+def test_bad_options_for_one_call_are_refused_at_enqueue_and_write_nothing():
+    with pytest.raises(InvalidTask, match="not '100/minute'"):
+        add.using(rate_limit="100/minute").enqueue(1, 2)
+    with pytest.raises(InvalidTask, match="rate_key must be a non-empty string of at most 255"):
+        add.using(rate_limit="1/s", rate_key="k" * 256).enqueue(1, 2)
+    assert not Job.objects.exists()
