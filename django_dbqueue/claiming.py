@@ -27,6 +27,7 @@ queues").
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -136,8 +137,8 @@ class RateClaims:
     """A worker's claims of rate-limited jobs (``claim_rated()``), with the
     limits of OPTIONS RATE_LIMITS winning over the jobs' own.
 
-    Like LimitedClaims, rate keys with due jobs are looked for every
-    LOOK_EVERY seconds, or sooner when a claim came back less than full. A
+    Rate keys with due jobs are looked for every LOOK_EVERY seconds when a
+    claim has room, every LOOK_FULL seconds while claims are full. A
     key whose slots were all taken is skipped until its next slot frees
     (``busy``), so a backlog of jobs over their rate costs no query per
     poll; ``wait()`` tells the loop how long that is. Keys met for the
@@ -145,12 +146,13 @@ class RateClaims:
     """
 
     LOOK_EVERY = 1.0
+    LOOK_FULL = 5.0
     KEYS = 20  # keys tried per look, at most
     LEARNED_FOR = 60.0  # the longest a key found busy by busy_rate_keys() is skipped
 
     def __init__(self, limits: Mapping[str, str] | None = None) -> None:
         self.limits = dict(limits or {})
-        self.next_look = 0.0
+        self.looked = -math.inf
         self.keys: list[str] = []
         self.busy: dict[str, float] = {}
 
@@ -163,8 +165,10 @@ class RateClaims:
         """Up to ``room`` rate-limited jobs (at least one is tried for while
         ordinary claims are full, so they cannot starve these)."""
         now = time.monotonic()
-        if now >= self.next_look:
-            self.next_look = now + self.LOOK_EVERY
+        # While ordinary jobs fill every claim, new keys are looked for less
+        # often: the look is the one read a backlog over its rate costs.
+        if now >= self.looked + (self.LOOK_EVERY if room > 0 else self.LOOK_FULL):
+            self.looked = now
             self.keys = jobs.rated_keys(queues, self.KEYS)
             self.busy = {key: until for key, until in self.busy.items() if until > now}
             unknown = [key for key in self.keys if key not in self.busy]

@@ -89,7 +89,7 @@ class RateQuerySet(JobRows):
             locked = due.annotate(db_now=DbNow()).select_for_update(skip_locked=True)
             batch = _claimable(loaded(locked[: len(free)], "db_now"))
             if not batch:
-                return [], None  # the key's due jobs are all being claimed by others
+                return [], 0.0  # its due jobs are being claimed by others: try again
             _mark_claimed(rows, batch, owner, lease)
             # Free again a period after the read that took them (one statement: one now).
             used, now = [pk for pk, _ in free[: len(batch)]], free[0][1]

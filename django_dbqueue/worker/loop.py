@@ -203,10 +203,11 @@ class Worker:
         waiting = self.claims.waiting(self.config.POLL_INTERVAL_MIN)
         if jobs:
             self._run_batch(jobs)
-            # A full batch: more is probably waiting; so are more of a limited key,
-            # and the dependants (or batch callbacks) these outcomes released.
+            # A full batch: more is probably waiting; so are more of a limited key (a
+            # slot free soon), and the dependants (or batch callbacks) these released.
             followed = any(job.has_dependants or job.batch_id is not None for job in jobs)
-            more = len(jobs) >= self.batch or waiting is not None or followed
+            soon = waiting is not None and waiting <= self.config.POLL_INTERVAL_MIN
+            more = len(jobs) >= self.batch or soon or followed
             return 0 if more else self.config.POLL_INTERVAL_MIN
         if waiting is not None:
             # Limited jobs wait for a slot: a slot that frees should not sit
