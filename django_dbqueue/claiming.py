@@ -5,8 +5,8 @@ docs/performance.md, "Claim shapes"):
 
 - "candidates" (shape a): ``JobQuerySet.claim()``, for arbitrary filters: a
   plain read of candidate ids, then lock those by primary key. With one queue
-  the index (status, queue_name, concurrency_key, fairness_key, -priority,
-  run_after), with both keys IS NULL, serves the read in
+  the index (status, queue_name, concurrency_key, rate_key, fairness_key,
+  -priority, run_after), with the three keys IS NULL, serves the read in
   claim order; it is the fastest shape there, so the worker uses it.
 - "locking-select" (shape b): one ``SELECT ... ORDER BY ... LIMIT ... FOR
   UPDATE SKIP LOCKED`` walking that index for one queue. A statement fewer,
@@ -27,7 +27,9 @@ queues").
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from django.db import connections
@@ -80,7 +82,12 @@ def claim_from_queues(
 def _locking_select(jobs: JobQuerySet, queue: str, owner: str, limit: int, lease: float) -> list[Job]:
     rows = jobs.model._base_manager.using(jobs.db)
     ready = rows.filter(
-        status=Status.READY, queue_name=queue, concurrency_key=None, fairness_key=None, run_after__lte=DbNow()
+        status=Status.READY,
+        queue_name=queue,
+        concurrency_key=None,
+        rate_key=None,
+        fairness_key=None,
+        run_after__lte=DbNow(),
     )
     return jobs.lock_and_mark(ready.order_by(*CLAIM_ORDER), owner, lease, limit)
 
@@ -129,3 +136,74 @@ class LimitedClaims:
         if not keys:
             return []
         return retry_on_conflict(lambda: jobs.claim_limited(owner, queues, keys, lease), jobs.db)
+
+
+class RateClaims:
+    """A worker's claims of rate-limited jobs (``claim_rated()``), with the
+    limits of OPTIONS RATE_LIMITS winning over the jobs' own.
+
+    Rate keys with due jobs are looked for every LOOK_EVERY seconds when a
+    claim has room, every LOOK_FULL seconds while claims are full. A
+    key whose slots were all taken is skipped until its next slot frees
+    (``busy``), so a backlog of jobs over their rate costs no query per
+    poll; ``wait()`` tells the loop how long that is. Keys met for the
+    first time are checked for free slots all at once (``busy_rate_keys()``).
+    """
+
+    LOOK_EVERY = 1.0
+    LOOK_FULL = 5.0
+    KEYS = 20  # keys tried per look, at most
+    LEARNED_FOR = 60.0  # the longest a key found busy by busy_rate_keys() is skipped
+
+    def __init__(self, limits: Mapping[str, str] | None = None) -> None:
+        self.limits = dict(limits or {})
+        self.looked = -math.inf
+        self.keys: list[str] = []
+        self.busy: dict[str, float] = {}
+
+    @property
+    def found(self) -> bool:
+        """Whether the last look found rate keys with due jobs."""
+        return bool(self.keys)
+
+    def claim(self, jobs: JobQuerySet, queues: list[str], owner: str, room: int, lease: float) -> list[Job]:
+        """Up to ``room`` rate-limited jobs (at least one is tried for while
+        ordinary claims are full, so they cannot starve these)."""
+        now = time.monotonic()
+        # While ordinary jobs fill every claim, new keys are looked for less
+        # often: the look is the one read a backlog over its rate costs.
+        if now >= self.looked + (self.LOOK_EVERY if room > 0 else self.LOOK_FULL):
+            self.looked = now
+            self.keys = jobs.rated_keys(queues, self.KEYS)
+            self.busy = {key: until for key, until in self.busy.items() if until > now}
+            unknown = [key for key in self.keys if key not in self.busy]
+            if unknown:
+                # Up to LEARNED_FOR: a raised limit's new slots show only to a claim.
+                learned = jobs.busy_rate_keys(unknown)
+                self.busy.update({key: now + min(wait, self.LEARNED_FOR) for key, wait in learned.items()})
+        batch: list[Job] = []
+        room = max(room, 1)
+        for key in list(self.keys):
+            if len(batch) >= room:
+                break
+            if self.busy.get(key, 0.0) > now:
+                continue
+            claimed, wait = self._claim_key(jobs, queues, owner, key, room - len(batch), lease)
+            batch += claimed
+            if wait is None:
+                self.keys.remove(key)  # nothing of it due any more
+            elif wait > 0:
+                self.busy[key] = now + wait
+        return batch
+
+    def _claim_key(
+        self, jobs: JobQuerySet, queues: list[str], owner: str, key: str, room: int, lease: float
+    ) -> tuple[list[Job], float | None]:
+        limit = self.limits.get(key)
+        return retry_on_conflict(lambda: jobs.claim_rated(owner, queues, key, room, lease, limit), jobs.db)
+
+    def wait(self) -> float:
+        """Seconds until the first busy key's next slot frees (0: none is busy)."""
+        now = time.monotonic()
+        waiting = [self.busy.get(key, 0.0) - now for key in self.keys]
+        return max(min(waiting), 0.0) if waiting else 0.0

@@ -82,7 +82,7 @@ def keys_with_jobs(jobs: JobRows, queues: list[str], after: str = "", limit: int
     the two parts meet whatever its collation."""
     found: dict[str, None] = {}
     for queue in queues:
-        rows = jobs.filter(status=READY, queue_name=queue, concurrency_key=None).order_by()
+        rows = jobs.filter(status=READY, queue_name=queue, concurrency_key=None, rate_key=None).order_by()
         parts = (
             [rows.filter(fairness_key__gt=after), rows.filter(fairness_key__lte=after)] if after else [rows]
         )
@@ -170,7 +170,7 @@ def claim_fair(
     def lock(ids: list[int]) -> list[Job]:
         return jobs.lock_and_mark(rows.filter(pk__in=ids, status=READY, run_after__lte=DbNow()), owner, lease)
 
-    due = jobs.due().filter(concurrency_key=None)
+    due = jobs.due().filter(concurrency_key=None, rate_key=None)
     return retry_on_conflict(
         lambda: first_free(due, lambda candidates: fair_candidates(candidates, queues, wanted, room), lock),
         jobs.db,

@@ -18,6 +18,7 @@ __all__ = [
     "Dashboard",
     "Job",
     "PausedQueue",
+    "RateSlot",
     "Schedule",
     "ScheduledRun",
     "Status",
@@ -74,7 +75,12 @@ class Job(models.Model):
     concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
     # Fair share (fairness.py): jobs of several fairness keys (tenants, say)
     # are claimed in turns, by OPTIONS FAIRNESS_WEIGHTS; NULL for the ordinary job.
-    fairness_key = KeyField(max_length=255, null=True, blank=True)
+    fairness_key = KeyField(max_length=191, null=True, blank=True)
+    # At most N jobs of one rate_key claimed in any window of the period
+    # ("100/m": rates.py, transitions/rates.py); NULL for the ordinary job.
+    # On the row, so a producer in SQL can set it like any other column.
+    rate_key = KeyField(max_length=191, null=True, blank=True)
+    rate_limit = models.CharField(max_length=16, null=True, blank=True)
     # Workflows (workflows/): the batch this job belongs to, and whether any
     # Dependency names it as parent. Both are on the row the worker already
     # holds, so recording a plain job's outcome looks at nothing else.
@@ -122,13 +128,23 @@ class Job(models.Model):
             # Serves the claim: equality on status and queue, then the claim's
             # ORDER BY, so a claim reads about `limit` entries however many
             # finished jobs the table holds. MySQL has no partial indexes.
-            # concurrency_key and fairness_key sit between them: the usual
-            # claim asks for both IS NULL, equalities for the index; the claim
-            # of a limited key, or of a fairness key, reads that key's jobs in
-            # claim order; and the fair claim's distinct keys are a loose scan.
+            # concurrency_key, rate_key and fairness_key sit between them: the
+            # usual claim asks for all three IS NULL, equalities for the index;
+            # the claim of a limited key, of a rate key (ordered by fairness_key
+            # first, NULL for its own jobs) or of a fairness key (rate_key IS
+            # NULL) reads that key's jobs in claim order; and the fair claim's
+            # distinct keys are a loose scan.
             models.Index(
-                fields=["status", "queue_name", "concurrency_key", "fairness_key", "-priority", "run_after"],
-                name="dbqueue_job_claim_fair",
+                fields=[
+                    "status",
+                    "queue_name",
+                    "concurrency_key",
+                    "rate_key",
+                    "fairness_key",
+                    "-priority",
+                    "run_after",
+                ],
+                name="dbqueue_job_claim_keys",
             ),
             # Counting a key's RUNNING jobs, whatever their queue.
             models.Index(fields=["concurrency_key", "status"], name="dbqueue_job_key_status"),
@@ -213,6 +229,23 @@ class ConcurrencyLock(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class RateSlot(models.Model):
+    """One of the N slots of a rate key of limit N per period: free once
+    ``free_at`` has passed, and moved a period on by the claim that uses it
+    (transitions/rates.py). A key's slots are made the first time a claim
+    meets it; slots past a lowered N are no longer used."""
+
+    key = KeyField(max_length=191)
+    slot = models.PositiveIntegerField()
+    free_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["key", "slot"], name="dbqueue_rate_slot")]
+
+    def __str__(self) -> str:
+        return f"{self.key} #{self.slot}"
 
 
 class PausedQueue(models.Model):

@@ -12,6 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .exceptions import OptionsError
 from .operations.schedules import parse_schedules
+from .rates import parse_rate_limits
 from .status import FINISHED
 
 # The most jobs one claim takes (OPTIONS BATCH_SIZE and runqueue --batch).
@@ -69,6 +70,9 @@ class QueueOptions:
     # Fair share: each fairness key's weight (above zero); a key left out
     # weighs 1 (django_dbqueue/fairness.py; docs/fairness.md).
     FAIRNESS_WEIGHTS: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+    # Rate limits by rate key ("queue:email": a whole queue), winning over the
+    # limit jobs of that key carry (rates.py; docs/scheduling.md, "Rate limits").
+    RATE_LIMITS: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> "QueueOptions":
@@ -116,6 +120,11 @@ def _parse_one(name: str, kind: Any, value: Any) -> Any:
         return _parse_retention(value)
     if name == "FAIRNESS_WEIGHTS":
         return _parse_weights(value)
+    if name == "RATE_LIMITS":
+        try:
+            return MappingProxyType(parse_rate_limits(value))
+        except ValueError as exc:
+            raise ImproperlyConfigured(str(exc)) from None
     if kind == tuple[str, ...]:
         if isinstance(value, str) or not isinstance(value, (list, tuple)):
             raise ImproperlyConfigured(f"OPTIONS {name} must be a list of module paths, not {value!r}.")

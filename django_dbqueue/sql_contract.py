@@ -23,8 +23,9 @@ from django.db import DatabaseError
 # write (cancel_requested_at) or read (progress, progress_message,
 # progress_at, interruptions); the procedure itself is unchanged.
 # 4: metadata, a JSON object a producer may write (its trace context under
-# "trace_context", which a worker links its span to), and fairness_key, which
-# a producer may set (fair share, fairness.py); the procedure is unchanged.
+# "trace_context", which a worker links its span to); fairness_key (fair
+# share, fairness.py) and the rate-limit columns rate_key and rate_limit,
+# which a producer may set; the procedure itself is unchanged.
 VERSION = 4
 PROCEDURE = "dbqueue_enqueue"
 COMMENT = f"django-dbqueue SQL contract {VERSION}"

@@ -48,7 +48,10 @@ MARIADB = {
     # Version 4: a producer may set it.
     "metadata": ("longtext", "NO", "'{}'"),
     # Version 4: a producer may set it (fair share).
-    "fairness_key": ("varchar(255)", "YES", "NULL"),
+    "fairness_key": ("varchar(191)", "YES", "NULL"),
+    # Version 4: a producer may set them (rate limits).
+    "rate_key": ("varchar(191)", "YES", "NULL"),
+    "rate_limit": ("varchar(16)", "YES", "NULL"),
 }
 POSTGRES = {
     "id": ("bigint", "NO", None),
@@ -72,7 +75,9 @@ POSTGRES = {
     "progress_at": ("timestamp with time zone", "YES", None),
     "interruptions": ("integer", "NO", "0"),
     "metadata": ("jsonb", "NO", "'{}'::jsonb"),
-    "fairness_key": ("character varying(255)", "YES", None),
+    "fairness_key": ("character varying(191)", "YES", None),
+    "rate_key": ("character varying(191)", "YES", None),
+    "rate_limit": ("character varying(16)", "YES", None),
 }
 # The procedure's parameters, in order (MariaDB/MySQL).
 PARAMETERS = [

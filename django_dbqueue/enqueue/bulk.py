@@ -19,7 +19,7 @@ from ..db import retry_on_conflict
 from ..payload import encode_arguments
 from ..tasks_api import Task, TaskResult, task_enqueued
 from .inserting import insert_job, insert_rows, job_fields, prepared_values, rows_per_statement
-from .keys import KEY_NAMES, call_keys
+from .keys import call_keys, is_keyed
 from .validation import check_arguments
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 Call = tuple[Sequence[Any], Mapping[str, Any]]
 DEFAULT_BATCH_SIZE = 1000
+PER_CALL_KEYS = ("concurrency_key", "rate_key", "fairness_key")
 
 
 def build_jobs(backend: DatabaseBackend, task: Task, calls: Iterable[Call]) -> list[Job]:
@@ -40,7 +41,8 @@ def build_jobs(backend: DatabaseBackend, task: Task, calls: Iterable[Call]) -> l
     now = backend.now()
     template: Job = backend.build_job(task, (), {}, now, keys=False)
     limit, jobs = backend.config.MAX_ARGUMENTS_BYTES, []
-    keyed = any(getattr(task, name, None) is not None for name in KEY_NAMES)
+    rate_limits = backend.config.RATE_LIMITS
+    keyed = is_keyed(task, rate_limits)
     for args, kwargs in calls:
         job = type(template).__new__(type(template))
         job.__dict__.update(template.__dict__)
@@ -48,7 +50,7 @@ def build_jobs(backend: DatabaseBackend, task: Task, calls: Iterable[Call]) -> l
         job.args, job.kwargs = encode_arguments(args, kwargs, limit)
         check_arguments(task, job.args, job.kwargs)
         if keyed:
-            job.__dict__.update(call_keys(task, args, kwargs))
+            job.__dict__.update(call_keys(task, args, kwargs, rate_limits))
         jobs.append(job)
     return jobs
 
@@ -68,8 +70,9 @@ def insert_jobs(backend: DatabaseBackend, jobs: list[Job], batch_size: int) -> N
     template = prepared_values(jobs[0], connection)
     names = [f.attname for f in job_fields()]
     args_at, kwargs_at = names.index("args"), names.index("kwargs")
-    # A concurrency or fairness key may differ from call to call (a function of the arguments).
-    per_call = [names.index(name) for name in ("concurrency_key", "fairness_key")]
+    # A concurrency, rate or fairness key may differ from call to call (a function of the arguments).
+    # (One call's key function may return None where another's returns a key.)
+    keys_at = [names.index(name) for name in PER_CALL_KEYS]
     json_field = job_fields()[args_at]
     size = rows_per_statement(connection, batch_size)
     for start in range(0, len(jobs), size):
@@ -79,7 +82,7 @@ def insert_jobs(backend: DatabaseBackend, jobs: list[Job], batch_size: int) -> N
             row = list(template)
             row[args_at] = json_field.get_db_prep_save(job.args, connection)
             row[kwargs_at] = json_field.get_db_prep_save(job.kwargs, connection)
-            for at in per_call:
+            for at in keys_at:
                 row[at] = getattr(job, names[at])
             values.append(row)
 

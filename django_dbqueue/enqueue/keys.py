@@ -1,16 +1,25 @@
 """The per-call keys a task may carry: its unique key, its concurrency key
-and its fairness key, each a string or a function of the call's arguments."""
+and its rate and fairness keys, each a string or a function of the call's
+arguments."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..rates import QUEUE_PREFIX, TASK_PREFIX, parse_rate
 from ..tasks_api import InvalidTask, Task
 
-KEY_MAX = 255  # the max_length of Job.unique_key, concurrency_key and fairness_key
+KEY_MAX = 255  # the max_length of Job.unique_key and concurrency_key
+# Rate and fairness keys are shorter: the claim index holds the concurrency,
+# rate and fairness keys together, and MySQL/MariaDB allow 3072 bytes an index
+# key (4 a character in utf8mb4; 191 is the longest that keeps them within it).
+SHORT_KEY_MAX = 191
+KEY_MAXES = {"rate_key": SHORT_KEY_MAX, "fairness_key": SHORT_KEY_MAX}
 # The key options a task may set, each written to the Job column of its name.
 KEY_NAMES = ("unique_key", "concurrency_key", "fairness_key")
+# Options that give a job key columns of its own.
+KEYED = (*KEY_NAMES, "rate_limit")
 ON_DUPLICATE = ("return", "raise")
 
 
@@ -18,9 +27,10 @@ def check_key_option(name: str, value: Any) -> None:
     """A task's ``unique_key``, ``concurrency_key`` or ``fairness_key`` as declared."""
     if value is None or callable(value):
         return
-    if not isinstance(value, str) or not value or len(value) > KEY_MAX:
+    most = KEY_MAXES.get(name, KEY_MAX)
+    if not isinstance(value, str) or not value or len(value) > most:
         raise InvalidTask(
-            f"{name} must be a non-empty string of at most {KEY_MAX} characters, or a function "
+            f"{name} must be a non-empty string of at most {most} characters, or a function "
             f"of the call's arguments that returns one, not {value!r}."
         )
 
@@ -46,6 +56,35 @@ def check_key_options(task: Any) -> None:
             "A task cannot have both a concurrency_key and a fairness_key: a limited key's jobs are "
             "claimed one at a time per key, outside the fair share. Use one of the two."
         )
+    check_rate_options(task)
+
+
+def check_rate_options(task: Any) -> None:
+    rate_key, rate_limit = getattr(task, "rate_key", None), getattr(task, "rate_limit", None)
+    check_key_option("rate_key", rate_key)
+    if rate_limit is not None:
+        try:
+            parse_rate(rate_limit)
+        except ValueError as exc:
+            raise InvalidTask(str(exc)) from None
+    elif rate_key is not None:
+        raise InvalidTask("rate_key needs a rate_limit, such as rate_limit='100/m': give both.")
+    path = getattr(task, "module_path", "")
+    if rate_limit is not None and rate_key is None and len(TASK_PREFIX + path) > SHORT_KEY_MAX:
+        raise InvalidTask(
+            f"The task {path} is limited as a whole, under the rate key 'task:<its path>', which would "
+            f"be longer than {SHORT_KEY_MAX} characters: give it a shorter rate_key."
+        )
+    if rate_limit is not None and getattr(task, "concurrency_key", None) is not None:
+        raise InvalidTask(
+            "A task cannot have both a concurrency_key and a rate_limit: its jobs are claimed by "
+            "one limit or the other. Use a queue or a separate task for the second limit."
+        )
+    if rate_limit is not None and getattr(task, "fairness_key", None) is not None:
+        raise InvalidTask(
+            "A task cannot have both a rate_limit and a fairness_key: a rate key's jobs are claimed "
+            "as its rate allows, outside the fair share. Use one of the two."
+        )
 
 
 def resolve_key(
@@ -56,16 +95,30 @@ def resolve_key(
     if value is None or isinstance(value, str):
         return value
     key = value(*args, **kwargs)
-    if not isinstance(key, str) or not key or len(key) > KEY_MAX:
+    if key is None and name == "fairness_key":
+        return None  # this call's job is an ordinary one
+    most = KEY_MAXES.get(name, KEY_MAX)
+    if not isinstance(key, str) or not key or len(key) > most:
         raise InvalidTask(
             f"The {name} function returned {key!r}; it must return a non-empty string of at most "
-            f"{KEY_MAX} characters."
+            f"{most} characters."
         )
     return key
 
 
-def call_keys(task: Task, args: Any, kwargs: Any) -> dict[str, Any]:
-    """The unique, concurrency and fairness keys of one call, as Job fields."""
+def is_keyed(task: Task, rate_limits: Mapping[str, str]) -> bool:
+    """Whether the task's jobs get key columns: its own keys, or its queue's rate limit."""
+    return any(getattr(task, name, None) is not None for name in KEYED) or (
+        QUEUE_PREFIX + task.queue_name in rate_limits
+    )
+
+
+def call_keys(task: Task, args: Any, kwargs: Any, rate_limits: Mapping[str, str]) -> dict[str, Any]:
+    """The unique, concurrency, fairness and rate keys of one call, as Job fields.
+    A task's ``rate_limit`` without a ``rate_key`` limits the task as a
+    whole (key ``task:<module path>``); a task without a ``rate_limit``
+    (nor a concurrency key) on a queue that OPTIONS RATE_LIMITS limits
+    takes the queue's key."""
     keys: dict[str, Any] = {}
     for name in KEY_NAMES:
         declared = getattr(task, name, None)
@@ -73,4 +126,12 @@ def call_keys(task: Task, args: Any, kwargs: Any) -> dict[str, Any]:
             keys[name] = resolve_key(name, declared, args, kwargs)
     if keys.get("concurrency_key") is not None:
         keys["concurrency_limit"] = task.concurrency_limit
+    rate_limit = getattr(task, "rate_limit", None)
+    if rate_limit is not None:
+        declared = getattr(task, "rate_key", None)
+        keys["rate_key"] = resolve_key("rate_key", declared, args, kwargs) or TASK_PREFIX + task.module_path
+        keys["rate_limit"] = rate_limit
+    elif keys.get("concurrency_key") is None and (queue := QUEUE_PREFIX + task.queue_name) in rate_limits:
+        # A job is claimed under one limit: a concurrency key wins over its queue's rate.
+        keys["rate_key"], keys["rate_limit"] = queue, rate_limits[queue]
     return keys

@@ -32,7 +32,7 @@ from ..tasks_api import TaskResultStatus
 from ..tracing import trace_context
 from ..workflows.context import batch_fields
 from .inserting import column_field
-from .keys import KEY_NAMES, call_keys
+from .keys import call_keys, is_keyed
 from .metadata import TRACE_KEY, check_metadata
 from .results import JobResult
 
@@ -64,6 +64,7 @@ class Plan:
         "limit",
         "metadata",
         "model",
+        "rate_limits",
         "run_after",
         "task",
         "template",
@@ -73,7 +74,8 @@ class Plan:
         Job = backend.job_model()
         self.task, self.model, self.database = task, Job, backend.database
         self.limit = backend.config.MAX_ARGUMENTS_BYTES
-        self.keyed = any(getattr(task, name, None) is not None for name in KEY_NAMES)
+        self.rate_limits = backend.config.RATE_LIMITS
+        self.keyed = is_keyed(task, self.rate_limits)
         self.metadata = check_metadata(getattr(task, "metadata", None)) or {}
         # An aware run_after with USE_TZ = False: the local time it names.
         self.run_after = as_stored(task.run_after) if task.run_after else None
@@ -104,9 +106,9 @@ class Plan:
 
     def job(self, args: Any, kwargs: Any, now: datetime, keys: bool = True) -> Job:
         """An unsaved Job for one call, its arguments checked as JSON; with
-        its unique, concurrency and fairness keys unless ``keys`` is false."""
+        its unique, concurrency, rate and fairness keys unless ``keys`` is false."""
         # Key functions get the call's own arguments, as the task function would.
-        call = call_keys(self.task, args, kwargs) if keys and self.keyed else {}
+        call = call_keys(self.task, args, kwargs, self.rate_limits) if keys and self.keyed else {}
         args, kwargs = encode_arguments(args, kwargs, self.limit)
         fields = {
             **self.template,
@@ -202,7 +204,7 @@ def _prepared(name: str, value: Any, connection: Any) -> Any:
 TASK_COLUMNS = ("task_path", "queue_name", "priority", "max_attempts")
 WORKFLOW_DEFAULTS = (("on_parent_failure", "cancel"), ("pass_result", False))
 CALL_COLUMNS = ("args", "kwargs", "run_after", "enqueued_at")
-KEY_COLUMNS = ("unique_key", "concurrency_key", "concurrency_limit", "fairness_key")
+KEY_COLUMNS = ("unique_key", "concurrency_key", "concurrency_limit", "rate_key", "rate_limit", "fairness_key")
 
 
 class Plans:

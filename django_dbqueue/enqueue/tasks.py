@@ -1,6 +1,6 @@
 """The task class of the database backend: Django's ``Task`` with the
-queue's own options (attempts, timeout, atomic, unique, concurrency and
-fairness keys)."""
+queue's own options (attempts, timeout, atomic, unique, concurrency, rate
+and fairness keys, metadata)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ..tasks_api import Task
 class DatabaseTask(Task):
     """The task class of :class:`DatabaseBackend`: Django's ``Task`` with the
     queue's own options. Set them in ``@task(...)`` (see
-    :func:`django_dbqueue.task`); the five key options may also be set for
+    :func:`django_dbqueue.task`); the key options and ``metadata`` may also be set for
     one call with ``.using(...)``.
 
     ``max_attempts``
@@ -48,7 +48,13 @@ class DatabaseTask(Task):
         ``None`` for no key), such as a tenant's id. When several keys have
         due jobs, claims take them in turns, in proportion to their
         ``OPTIONS["FAIRNESS_WEIGHTS"]`` (see docs/fairness.md). Not with a
-        ``concurrency_key``.
+        ``concurrency_key`` or a ``rate_limit``.
+    ``rate_limit``, ``rate_key``
+        At most N jobs claimed in any window of the period (``"100/m"``;
+        also ``"N/s"``, ``"N/h"``, ``"N/d"``, ``"N/5m"``), across every
+        worker, per ``rate_key`` (a string or a function of the arguments;
+        default: the task as a whole). The others wait READY without
+        spending an attempt. Not with a ``concurrency_key``.
     ``depends_on``, ``on_parent_failure``, ``pass_result``
         For one call, with ``.using(...)``: the jobs (TaskResults or ids)
         and batches this job waits for; ``"cancel"`` (the default) or
@@ -66,6 +72,8 @@ class DatabaseTask(Task):
     # Not hashed: a Task is a frozen dataclass, and a dict has no hash.
     metadata: dict[str, Any] | None = dataclasses.field(default=None, hash=False)
     fairness_key: str | Callable[..., str] | None = None
+    rate_limit: str | None = None
+    rate_key: str | Callable[..., str] | None = None
     # Workflows, for one call through .using(): the parents (jobs, their
     # ids, or batches) this job waits for, what their failure does to it
     # ("cancel" or "run"), and whether their return values are passed on.
@@ -97,6 +105,8 @@ OWN_USING = (
     "concurrency_key",
     "concurrency_limit",
     "fairness_key",
+    "rate_limit",
+    "rate_key",
     "depends_on",
     "on_parent_failure",
     "pass_result",

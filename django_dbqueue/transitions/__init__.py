@@ -14,6 +14,7 @@ JobQuerySet is put together from one module a step:
 
 rows.py      which jobs are in which state (ready, due, running, finished)
 claim.py     claim, claim_limited and release
+rates.py     claim_rated and busy_rate_keys: the claim of rate-limited jobs
 leases.py    extend and check leases; recover a dead worker's jobs
 outcomes.py  record one outcome, or many successes in one UPDATE (Finished)
 running.py   control over running jobs: cancel requests, progress,
@@ -33,6 +34,7 @@ from .actions import MAX_HISTORY, ActionQuerySet
 from .claim import CLAIM_ORDER, ClaimQuerySet, ids_in_claim_order
 from .leases import WORKER_LOST, LeaseQuerySet, worker_lost_error
 from .outcomes import STATEMENT_BUDGET, UNCHANGED, Finished, attempts_after, retry_delay, statements
+from .rates import RateQuerySet
 from .rows import DEFAULT_LEASE
 from .running import cancelled_error, clamp
 
@@ -58,7 +60,7 @@ __all__ = [
 
 
 # django-stubs gives each QuerySet class an as_manager() of its own type.
-class JobQuerySet(ClaimQuerySet, LeaseQuerySet, ActionQuerySet):  # type: ignore[override]
+class JobQuerySet(ClaimQuerySet, RateQuerySet, LeaseQuerySet, ActionQuerySet):  # type: ignore[override]
     """``Job.objects``: the filters of rows.py and every transition."""
 
 

@@ -33,12 +33,13 @@ class JobRows(models.QuerySet["Job", "Job"]):
         return self.ready().filter(run_after__lte=now or DbNow())
 
     def unlimited(self) -> Self:
-        """Jobs without a concurrency limit or a fairness key: the ordinary
-        claim's. For the claim index ``concurrency_key IS NULL AND
-        fairness_key IS NULL`` are equalities, so the claim reads these in
-        claim order as before; limited jobs are claimed by
-        ``claim_limited()``, fair ones by fairness.py."""
-        return self.filter(concurrency_key__isnull=True, fairness_key__isnull=True)
+        """Jobs without a concurrency limit, a rate limit or a fairness key:
+        the ordinary claim's. For the claim index ``concurrency_key IS NULL
+        AND rate_key IS NULL AND fairness_key IS NULL`` are equalities, so
+        the claim reads these in claim order as before; limited jobs are
+        claimed by ``claim_limited()`` and ``claim_rated()``, fair ones by
+        fairness.py."""
+        return self.filter(concurrency_key__isnull=True, rate_key__isnull=True, fairness_key__isnull=True)
 
     def running(self) -> Self:
         return self.filter(status=RUNNING)

@@ -2,8 +2,9 @@
 
 A claim takes up to a batch of ordinary jobs (claiming.py), shared with
 jobs of fairness keys when some have jobs (FairClaims), and fills the room
-left with jobs of limited keys (LimitedClaims), from the queues that are
-not paused. A claim that outlasted the paused set it used gives back
+left with jobs of limited keys (LimitedClaims), then of rate keys
+(RateClaims), from the queues that are not paused. A claim that outlasted
+the paused set it used gives back
 what it took from a queue paused meanwhile, so that a pause holds once it
 is one read's lifetime old (operations/pausing.py).
 """
@@ -14,7 +15,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from ..claiming import LimitedClaims, claim_from_queues
+from ..claiming import LimitedClaims, RateClaims, claim_from_queues
 from ..clock import elapsed
 from ..db import Outage, nothing_if_lost
 from ..fairness import FairClaims
@@ -42,6 +43,7 @@ class Claims:
         poll_max: float,
         release: Callable[[list[int]], int],
         weights: Mapping[str, float] | None = None,
+        rate_limits: Mapping[str, str] | None = None,
     ) -> None:
         self.database = database
         self.name = name
@@ -52,6 +54,7 @@ class Claims:
         self.release = release
         self.limited = LimitedClaims()
         self.fair = FairClaims(weights)
+        self.rated = RateClaims(rate_limits)
         self.pauses = PauseCache(database, poll_max)
 
     def claim(self) -> tuple[list[Job], float | None]:
@@ -77,9 +80,21 @@ class Claims:
         )
         room = self.size - len(batch)
         batch += nothing_if_lost(lambda: self.limited.claim(jobs, queues, self.name, room, self.lease))
+        room = self.size - len(batch)
+        batch += nothing_if_lost(lambda: self.rated.claim(jobs, queues, self.name, room, self.lease))
         if batch and self.pauses.stale():
             batch = self.drop_paused(batch)
         return batch, sent_at
+
+    def waiting(self, poll_min: float) -> float | None:
+        """How long to idle while limited jobs wait for a slot, or None when
+        none was found: a concurrency slot may free at any moment, a rate
+        slot when its period is over (waited for, up to the poll interval)."""
+        if self.limited.found:
+            return poll_min
+        if self.rated.found:
+            return max(poll_min, min(self.rated.wait(), self.poll_max))
+        return None
 
     def drop_paused(self, batch: list[Job]) -> list[Job]:
         """The claim outlasted the paused set it used: read the set again and

@@ -89,6 +89,7 @@ class Worker:
             poll_max=self.config.POLL_INTERVAL_MAX,
             release=self.release,
             weights=self.config.FAIRNESS_WEIGHTS,
+            rate_limits=self.config.RATE_LIMITS,
         )
         self.runner = JobRunner(
             backend, self.name, self.outage, slot=self.slot, give_up=self._give_up, batch=self.batch
@@ -200,18 +201,19 @@ class Worker:
     def _step(self, idle: float) -> float | None:
         """One claim and its batch; returns how long to idle, None to exit."""
         jobs = self._claim()
-        limited = self.claims.limited
+        waiting = self.claims.waiting(self.config.POLL_INTERVAL_MIN)
         if jobs:
             self._run_batch(jobs)
-            # A full batch: more is probably waiting; so are more of a limited key,
-            # and the dependants (or batch callbacks) these outcomes released.
+            # A full batch: more is probably waiting; so are more of a limited key (a
+            # slot free soon), and the dependants (or batch callbacks) these released.
             followed = any(job.has_dependants or job.batch_id is not None for job in jobs)
-            more = len(jobs) >= self.batch or limited.found or self.claims.fair.found or followed
+            soon = waiting is not None and waiting <= self.config.POLL_INTERVAL_MIN
+            more = len(jobs) >= self.batch or soon or self.claims.fair.found or followed
             return 0 if more else self.config.POLL_INTERVAL_MIN
-        if limited.found:
+        if waiting is not None:
             # Limited jobs wait for a slot: a slot that frees should not sit
             # idle for a long backoff while its jobs wait.
-            return self.config.POLL_INTERVAL_MIN
+            return waiting
         backoff = min(idle * 2, self.config.POLL_INTERVAL_MAX)
         if self.burst:
             return self.claims.burst_idle(self.outage, backoff)

@@ -291,3 +291,14 @@ def record_atomic_unless(key: str, then: str = "") -> str:
 def per_tenant(tenant: str, index: int) -> int:
     """A tenant's job: claims share the batch among tenants (fairness.py)."""
     return index
+
+
+# -- rate limits (tests/test_rate_limits*.py, benchmarks/rate_limits.py) ------------
+
+
+@task(rate_limit="60/m", rate_key=lambda customer, index: f"customer:{customer}")
+def rated(customer: str, index: int) -> int:
+    """Leaves a start mark ("rated:<customer>:<index>"), so tests can count
+    the starts of each key in any window."""
+    Execution.objects.create(key=f"rated:{customer}:{index}", pid=os.getpid())
+    return index

@@ -1,0 +1,239 @@
+"""Rate limits: at most N jobs of a key claimed in any window of the period,
+on every database, with one process (the processes' test:
+test_rate_limits_processes.py)."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+
+from demo.tasks import add, per_customer, rated
+from django_dbqueue import bulk_enqueue, task
+from django_dbqueue.claiming import RateClaims
+from django_dbqueue.clock import DbNow
+from django_dbqueue.exceptions import OptionsError
+from django_dbqueue.models import Job, RateSlot
+from django_dbqueue.options import QueueOptions
+from django_dbqueue.rates import Rate, parse_rate
+from django_dbqueue.tasks_api import InvalidTask
+
+
+def jobs(n: int, key: str = "k", limit: str = "2/m", queue: str = "default") -> list[Job]:
+    return Job.objects.bulk_create(
+        [Job(task_path="demo.tasks.noop", rate_key=key, rate_limit=limit, queue_name=queue) for _ in range(n)]
+    )
+
+
+def db_now():
+    return Job.objects.annotate(now=DbNow()).values_list("now", flat=True).first()
+
+
+def claim_all(owner: str, key: str = "k", limit: str | None = None) -> tuple[list[Job], float | None]:
+    """Claims of the key until one comes back empty: all the window allows now."""
+    claimed: list[Job] = []
+    while True:
+        batch, wait = Job.objects.claim_rated(owner, ["default"], key, room=100, limit=limit)
+        if not batch:
+            return claimed, wait
+        claimed += batch
+
+
+def age_slots(key: str, seconds: float) -> None:
+    """Move the key's slots into the past, as the period passing would."""
+    for slot in RateSlot.objects.filter(key=key):
+        slot.free_at -= timedelta(seconds=seconds)
+        slot.save(update_fields=["free_at"])
+
+
+@pytest.mark.parametrize(
+    ("text", "rate"),
+    [
+        ("100/m", (100, 60)),
+        ("5/s", (5, 1)),
+        ("1000/h", (1000, 3600)),
+        ("1/d", (1, 86400)),
+        ("30/5m", (30, 300)),
+    ],
+)
+def test_a_rate_reads_as_a_count_per_period_of_seconds(text, rate):
+    assert parse_rate(text) == Rate(*rate)
+
+
+@pytest.mark.parametrize("text", ["100/minute", "0/m", "-1/m", "100", "1.5/s", "10/0m", " 1/s", 100, None])
+def test_a_rate_in_any_other_form_is_refused_with_the_forms_it_takes(text):
+    with pytest.raises(ValueError, match=r"rate_limit must be a count of at least 1 .* such as '100/m'"):
+        parse_rate(text)
+
+
+def test_bad_task_options_are_refused_at_definition():
+    def f(customer: str) -> None: ...
+
+    with pytest.raises(InvalidTask, match="not '100/minute'"):
+        task(rate_limit="100/minute")(f)
+    with pytest.raises(InvalidTask, match="not '0/m'"):
+        task(rate_limit="0/m")(f)
+    with pytest.raises(InvalidTask, match="rate_key needs a rate_limit"):
+        task(rate_key="k")(f)
+    with pytest.raises(InvalidTask, match="rate_key must be a non-empty string of at most 191 characters"):
+        task(rate_limit="1/s", rate_key="k" * 256)(f)
+    with pytest.raises(InvalidTask, match="cannot have both a concurrency_key and a rate_limit"):
+        task(rate_limit="1/s", concurrency_key="k", concurrency_limit=1)(f)
+
+
+def test_bad_rate_limits_in_options_are_each_named():
+    with pytest.raises(OptionsError) as caught:
+        QueueOptions.parse({"RATE_LIMITS": {"queue:email": "100/minute", "": "1/s"}})
+    [problem] = caught.value.problems
+    assert "OPTIONS RATE_LIMITS['queue:email'] must be a count" in problem
+    assert "OPTIONS RATE_LIMITS has the key ''" in problem
+    assert QueueOptions.parse({"RATE_LIMITS": {"queue:email": "100/m"}}).RATE_LIMITS == {
+        "queue:email": "100/m"
+    }
+
+
+@pytest.mark.django_db
+def test_enqueue_stores_the_key_and_limit_per_call_also_in_bulk():
+    one = rated.enqueue("acme", 1)
+    many = bulk_enqueue(rated, [(("acme", 2), {}), (("globex", 3), {})])
+    rows = Job.objects.in_bulk([int(r.id) for r in [one, *many]])
+    assert [(rows[int(r.id)].rate_key, rows[int(r.id)].rate_limit) for r in [one, *many]] == [
+        ("customer:acme", "60/m"),
+        ("customer:acme", "60/m"),
+        ("customer:globex", "60/m"),
+    ]
+    whole = Job.objects.get(pk=add.using(rate_limit="5/s").enqueue(1, 2).id)
+    assert (whole.rate_key, whole.rate_limit) == ("task:demo.tasks.add", "5/s"), "the task as a whole"
+    with pytest.raises(InvalidTask, match="returned ''"):
+        rated.using(rate_key=lambda customer, index: "").enqueue("x", 1)
+
+
+@pytest.mark.django_db
+def test_a_queue_limited_in_options_gives_its_jobs_the_queue_key():
+    tasks = {
+        "default": {
+            "BACKEND": "django_dbqueue.backend.DatabaseBackend",
+            "QUEUES": ["default", "email"],
+            "OPTIONS": {"RATE_LIMITS": {"queue:default": "10/s"}},
+        }
+    }
+    with override_settings(TASKS=tasks):
+        job = Job.objects.get(pk=add.enqueue(1, 2).id)
+        [bulk] = bulk_enqueue(add, [((3, 4), {})])
+        own = Job.objects.get(pk=rated.enqueue("acme", 1).id)
+        limited = Job.objects.get(pk=per_customer.enqueue("acme", 1, 0).id)
+    assert (job.rate_key, job.rate_limit) == ("queue:default", "10/s")
+    assert (limited.concurrency_key, limited.rate_key) == ("customer:acme", None), "one limit per job"
+    assert Job.objects.get(pk=bulk.id).rate_key == "queue:default"
+    assert own.rate_key == "customer:acme", "a task's own limit wins"
+
+
+@pytest.mark.django_db
+def test_the_ordinary_claim_leaves_rate_limited_jobs_alone():
+    jobs(3)
+    plain = Job.objects.bulk_create([Job(task_path="demo.tasks.noop")])[0]
+    assert [job.pk for job in Job.objects.claim("w", limit=10)] == [plain.pk]
+
+
+@pytest.mark.django_db
+def test_a_job_over_the_rate_waits_ready_without_spending_an_attempt_until_a_slot_frees():
+    made = jobs(4, limit="2/m")
+    first, wait = claim_all("a")
+    assert [j.pk for j in first] == [made[0].pk, made[1].pk], "two slots: two claims, in claim order"
+    assert {j.status for j in first} == {"RUNNING"}
+    assert 59 < wait <= 60, "the next slot frees a period after the claim"
+    left = Job.objects.filter(pk__in=[made[2].pk, made[3].pk])
+    assert set(left.values_list("status", "attempts", "owner")) == {("READY", 0, None)}
+
+    # Finishing a job frees nothing: the window counts claims, not running jobs.
+    Job.objects.filter(pk=first[0].pk).update(status="SUCCESSFUL")
+    assert Job.objects.claim_rated("b", ["default"], "k", room=10)[0] == []
+    age_slots("k", 60)
+    assert [j.pk for j in claim_all("b")[0]] == [made[2].pk, made[3].pk]
+    assert Job.objects.claim_rated("b", ["default"], "k", room=10) == ([], None), "nothing left"
+
+
+@pytest.mark.django_db
+def test_each_key_has_its_own_slots_and_keys_compare_byte_for_byte():
+    jobs(2, key="X", limit="1/h")
+    jobs(2, key="x", limit="1/h")
+    assert len(Job.objects.claim_rated("a", ["default"], "X", room=5)[0]) == 1
+    assert len(Job.objects.claim_rated("a", ["default"], "x", room=5)[0]) == 1
+    assert Job.objects.claim_rated("a", ["default"], "x", room=5)[0] == []
+    assert sorted(RateSlot.objects.values_list("key", "slot")) == [("X", 0), ("x", 0)]
+
+
+@pytest.mark.django_db
+def test_a_limit_changed_takes_effect_lowered_or_raised():
+    jobs(10, limit="3/m")
+    assert len(claim_all("a")[0]) == 3
+    age_slots("k", 60)
+    # OPTIONS RATE_LIMITS wins over the rows: slots past a lowered N are not used.
+    assert len(claim_all("a", limit="1/m")[0]) == 1
+    # Jobs enqueued after the code changed carry the new limit, and lead the claim.
+    Job.objects.filter(rate_key="k", status="READY").update(rate_limit="5/m", priority=1)
+    assert len(claim_all("a")[0]) == 4, "slot 0 is still busy"
+    assert RateSlot.objects.filter(key="k").count() == 5
+
+
+@pytest.mark.django_db
+def test_an_unreadable_limit_written_by_sql_falls_back_to_one_a_second():
+    jobs(3, limit="lots")
+    assert len(Job.objects.claim_rated("a", ["default"], "k", room=10)[0]) == 1
+    batch, wait = Job.objects.claim_rated("a", ["default"], "k", room=10)
+    assert batch == [] and 0 < wait <= 1
+
+
+@pytest.mark.django_db
+def test_a_worker_skips_a_busy_key_without_a_query_until_its_slot_frees(django_assert_num_queries):
+    jobs(5, key="busy", limit="1/h")
+    jobs(3, key="free", limit="100/m")
+    rates = RateClaims()
+    first = rates.claim(Job.objects.all(), ["default"], "w", room=10, lease=60)
+    assert sorted(job.rate_key for job in first) == ["busy", "free", "free", "free"]
+    assert rates.claim(Job.objects.all(), ["default"], "w", room=10, lease=60) == []
+    assert rates.keys == ["busy"], "a key with nothing due is dropped"
+    with django_assert_num_queries(0):
+        assert rates.claim(Job.objects.all(), ["default"], "w", room=10, lease=60) == []
+    assert 3500 < rates.wait() <= 3600
+    ready = Job.objects.filter(rate_key="busy", status="READY")
+    assert set(ready.values_list("attempts", flat=True)) == {0} and ready.count() == 4
+
+
+@pytest.mark.django_db
+def test_options_limits_win_in_the_worker():
+    jobs(5, key="k", limit="100/m")
+    rates = RateClaims({"k": "2/m"})
+    claimed = [rates.claim(Job.objects.all(), ["default"], "w", room=10, lease=60) for _ in range(3)]
+    assert [len(batch) for batch in claimed] == [1, 1, 0]
+
+
+@pytest.mark.django_db
+def test_a_claim_takes_a_tenth_of_a_keys_slots_so_its_window_is_spread_over_claims():
+    jobs(30, limit="20/m")
+    sizes = []
+    while batch := Job.objects.claim_rated("w", ["default"], "k", room=100)[0]:
+        sizes.append(len(batch))
+    assert sizes == [2] * 10, "all 20 slots used, two at a time"
+
+
+@pytest.mark.django_db
+def test_a_new_worker_learns_every_busy_key_in_one_read_without_a_claim(django_assert_num_queries):
+    for key in ("a", "b", "c"):
+        jobs(2, key=key, limit="1/h")
+        assert len(Job.objects.claim_rated("old", ["default"], key, room=5)[0]) == 1
+    rates = RateClaims()
+    # The keys with due jobs, their slots, the database's now (SQLite's is this host's): no claim.
+    with django_assert_num_queries(2 if connection.vendor == "sqlite" else 3):
+        assert rates.claim(Job.objects.all(), ["default"], "new", room=10, lease=60) == []
+    assert sorted(rates.busy) == ["a", "b", "c"]
+    assert 0 < rates.wait() <= RateClaims.LEARNED_FOR
+
+
+@pytest.mark.django_db
+def test_bad_options_for_one_call_are_refused_at_enqueue_and_write_nothing():
+    with pytest.raises(InvalidTask, match="not '100/minute'"):
+        add.using(rate_limit="100/minute").enqueue(1, 2)
+    with pytest.raises(InvalidTask, match="rate_key must be a non-empty string of at most 191"):
+        add.using(rate_limit="1/s", rate_key="k" * 256).enqueue(1, 2)
+    assert not Job.objects.exists()

@@ -1,0 +1,114 @@
+"""Rate limits held by real `runqueue` processes: several workers, "two
+hosts' worth" of processes, sharing one limit; and keys that do not share.
+
+A start is the task's own mark, a little after its claim: the limit holds
+claims (docs/scheduling.md, "Rate limits"), so a window of starts may hold
+N + 1 only when a start lagged its claim by more than LAG."""
+
+import signal
+from datetime import datetime
+
+import pytest
+
+from demo.models import Execution
+from demo.tasks import rated
+from django_dbqueue import bulk_enqueue
+from django_dbqueue.models import Job
+from django_dbqueue.rates import parse_rate
+from tests.conftest import once_on_mariadb, wait_for
+
+# The most a start may follow its claim here: the jobs are instant, and a
+# claim takes at most --batch of them.
+LAG = 0.5
+FEW_PERCENT = 0.05
+
+covered = "tests/test_rate_limits.py runs the rate claim's SQL everywhere"
+
+
+def starts(customer: str) -> list[datetime]:
+    marks = Execution.objects.filter(key__startswith=f"rated:{customer}:")
+    return sorted(marks.values_list("at", flat=True))
+
+
+def most_in_a_window(times: list[datetime], seconds: float) -> int:
+    """The most starts in any window of ``seconds`` (a sliding one)."""
+    most, first = 0, 0
+    for last, at in enumerate(times):
+        while (at - times[first]).total_seconds() >= seconds:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
+def check_rate(times: list[datetime], limit: str) -> None:
+    number, seconds = parse_rate(limit)
+    assert most_in_a_window(times, seconds - LAG) <= number, "no window of the period held more"
+    # As soon as the window allows: the first period is used in full, and the
+    # next starts on time (its first slot frees a period after the first claim).
+    first = times[0]
+    in_first = sum(1 for at in times if (at - first).total_seconds() < seconds - LAG)
+    assert abs(in_first - number) <= number * FEW_PERCENT, f"{in_first} started in the first {seconds}s"
+    late = (times[number] - first).total_seconds() - seconds
+    assert -LAG <= late <= seconds * FEW_PERCENT, f"the next period started {late:+.2f}s after it could"
+
+
+def stop(hosts: list) -> None:
+    for host in hosts:
+        host.signal(signal.SIGTERM)
+    for host in hosts:
+        assert host.wait() == 0
+
+
+@once_on_mariadb(covered)
+@pytest.mark.django_db(transaction=True)
+def test_a_60_a_minute_limit_holds_across_three_workers_and_two_hosts_worth_of_processes(runqueue):
+    number, seconds = parse_rate(rated.rate_limit)
+    total = 2 * number + number // 2
+    bulk_enqueue(rated, [(("acme", i), {}) for i in range(total)])
+    hosts = [
+        runqueue("--batch", "10", "--queue", "default"),
+        runqueue("--batch", "10", "--queue", "default"),
+        runqueue("--batch", "10", "--processes", "2", "--queue", "default"),
+    ]
+    try:
+        wait_for(lambda: len(starts("acme")) >= 2 * number, timeout=seconds + 30, interval=0.5)
+    finally:
+        stop(hosts)
+        print(f"{len(starts('acme'))} started", *(host.output()[-2000:] for host in hosts), sep="\n")
+
+    times = starts("acme")
+    check_rate(times, rated.rate_limit)
+    assert len(times) == 2 * number, "the third period had not begun"
+    pids = set(Execution.objects.values_list("pid", flat=True))
+    assert len(pids) >= 2, "the workers shared the limit"
+    waiting = Job.objects.filter(rate_key="customer:acme").exclude(status="SUCCESSFUL")
+    assert waiting.count() == total - len(times)
+    assert set(waiting.values_list("status", "attempts")) == {("READY", 0)}, (
+        "over the rate: READY, no attempt"
+    )
+
+
+@once_on_mariadb(covered)
+@pytest.mark.django_db(transaction=True)
+def test_a_per_second_limit_holds_and_each_key_has_its_own(runqueue):
+    limit = "5/s"
+    number, seconds = parse_rate(limit)
+    periods = 6
+    per_second = rated.using(rate_limit=limit)
+    for customer in ("a", "b"):
+        bulk_enqueue(per_second, [((customer, i), {}) for i in range(number * (periods + 2))])
+    hosts = [runqueue("--batch", "10", "--queue", "default") for _ in range(2)]
+    wait_for(
+        lambda: min(len(starts("a")), len(starts("b"))) >= number * periods + 1,
+        timeout=periods * seconds + 20,
+        interval=0.2,
+    )
+    stop(hosts)
+
+    for customer in ("a", "b"):
+        times = starts(customer)
+        check_rate(times, limit)
+        span = (times[number * periods] - times[0]).total_seconds()
+        assert abs(span - periods * seconds) <= periods * seconds * FEW_PERCENT, f"{customer}: {span:.2f}s"
+    both = starts("a") + starts("b")
+    assert most_in_a_window(sorted(both), seconds - LAG) == 2 * number, "the keys did not share slots"
