@@ -17,7 +17,7 @@ from ..clock import DbNow
 from ..db import lock_if_serialised, retry_on_conflict
 from ..payload import as_list
 from .instances import loaded
-from .rows import DEFAULT_LEASE, READY, RUNNING, JobRows
+from .rows import DEFAULT_LEASE, READY, RUNNING, JobRows, listed
 from .updates import RowUpdate
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class ClaimQuerySet(JobRows):
 
         def lock(ids: list[int]) -> list[Job]:
             return self.lock_and_mark(
-                rows.filter(pk__in=ids, status=READY, run_after__lte=DbNow()), owner, lease
+                rows.filter(pk__in=listed(ids), status=READY, run_after__lte=DbNow()), owner, lease
             )
 
         return first_free(self.due().unlimited(), lambda due: read_ids(due, limit), lock)
@@ -190,14 +190,14 @@ def _mark_claimed(rows: models.QuerySet, batch: list[Job], owner: str, lease: fl
     update = RowUpdate(rows.model, rows.db)
     for name, value in changes.items():
         update.set(name, value)
-    update.run([job.pk for job in batch])
+    update.run([job.id for job in batch])
+    # The instances hold plain attributes (instances.py): their __dict__ takes the changes at once.
     for job in batch:
-        for name, value in changes.items():
-            setattr(job, name, value)
+        vars(job).update(changes)
 
 
 def _claim_key(job: Job) -> tuple[int, datetime, int]:
-    return (-job.priority, job.run_after, job.pk)
+    return (-job.priority, job.run_after, job.id)
 
 
 def _claimable(locked: list[Job]) -> list[Job]:
