@@ -7,7 +7,6 @@ request)."""
 from __future__ import annotations
 
 import dataclasses
-import operator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -65,7 +64,6 @@ IDENTITY = frozenset({"task", "id", "args", "kwargs", "backend"})
 
 # Django's TaskResult fields, which live in slots: vars() does not hold them.
 _TASK_RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(TaskResult))
-_read_fields = operator.attrgetter(*_TASK_RESULT_FIELDS)
 
 # JobResult's own fields, and their defaults.
 RUNNING_FIELDS = {"progress": None, "progress_message": "", "progress_at": None, "cancel_requested_at": None}
@@ -226,8 +224,8 @@ class ResultView:
         (tests/test_outcomes.py), without TaskResult's ``__init__``, which
         normalises the arguments again: the worker makes one per job."""
         done = object.__new__(type(running))
-        for name, value in zip(_TASK_RESULT_FIELDS, _read_fields(running), strict=True):
-            object.__setattr__(done, name, value)
+        for name in _TASK_RESULT_FIELDS:
+            object.__setattr__(done, name, getattr(running, name))
         vars(done).update(vars(running))
         object.__setattr__(done, "status", TaskResultStatus.SUCCESSFUL)
         object.__setattr__(done, "finished_at", job.finished_at)

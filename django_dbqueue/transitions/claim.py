@@ -4,6 +4,7 @@ never started."""
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -16,7 +17,7 @@ from ..candidates import first_free
 from ..clock import DbNow
 from ..db import lock_if_serialised, retry_on_conflict
 from ..payload import as_list
-from .instances import loaded
+from .instances import attnames, built, loaded
 from .rows import DEFAULT_LEASE, READY, RUNNING, JobRows, listed
 from .updates import RowUpdate
 
@@ -51,12 +52,10 @@ class ClaimQuerySet(JobRows):
         primary key. A single locking SELECT ... ORDER BY ... LIMIT that no
         index serves (several queues, or any filter) would lock every row it
         sorts, starving every other claimer until it commits (candidates.py)."""
-        rows = self.model._base_manager.using(self.db)
+        due_by_id, names = _due_by_id(self.model, self.db)
 
         def lock(ids: list[int]) -> list[Job]:
-            return self.lock_and_mark(
-                rows.filter(pk__in=listed(ids), status=READY, run_after__lte=DbNow()), owner, lease
-            )
+            return self._mark_locked(lambda: built(due_by_id.filter(pk__in=listed(ids)), names), owner, lease)
 
         return first_free(self.due().unlimited(), lambda due: read_ids(due, limit), lock)
 
@@ -66,11 +65,19 @@ class ClaimQuerySet(JobRows):
         """Lock the rows of ``candidates`` (due READY jobs) that nobody else
         holds (SKIP LOCKED), and mark them RUNNING for ``owner``, in one
         transaction."""
+
+        def read() -> list[Job]:
+            locked = candidates.annotate(db_now=DbNow()).select_for_update(skip_locked=True)
+            return loaded(locked[:limit] if limit else locked, "db_now")
+
+        return self._mark_locked(read, owner, lease)
+
+    def _mark_locked(self, read: Callable[[], list[Job]], owner: str, lease: float) -> list[Job]:
+        """Mark RUNNING for ``owner`` what ``read()`` locks, in one transaction."""
         rows = self.model._base_manager.using(self.db)
         with transaction.atomic(using=self.db):
             lock_if_serialised(self.db, self.model._meta.db_table)
-            locked = candidates.annotate(db_now=DbNow()).select_for_update(skip_locked=True)
-            batch = _claimable(sorted(loaded(locked[:limit] if limit else locked, "db_now"), key=_claim_key))
+            batch = _claimable(sorted(read(), key=_claim_key))
             if batch:
                 _mark_claimed(rows, batch, owner, lease)
         return batch
@@ -164,6 +171,17 @@ def _lock_keys(locks: models.QuerySet, keys: list[str]) -> list[str]:
             locks.get_or_create(key=key)  # a race is settled by its unique index
         mine += lock(new)
     return mine
+
+
+@functools.cache
+def _due_by_id(model: Any, using: str) -> tuple[models.QuerySet, list[str]]:
+    """What the claim locks, once its candidates' ids are read: the due
+    READY jobs among them that nobody else holds, with the database's now,
+    as a ``values_list`` of ``names``. Built once per database, filtered
+    by ids per claim (transitions/instances.py)."""
+    names = [*attnames(model), "db_now"]
+    rows = model._base_manager.using(using).filter(status=READY, run_after__lte=DbNow())
+    return rows.annotate(db_now=DbNow()).select_for_update(skip_locked=True).values_list(*names), names
 
 
 def ids_in_claim_order(due: JobRows, limit: int) -> list[int]:
