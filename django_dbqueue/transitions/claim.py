@@ -176,11 +176,11 @@ def _lock_keys(locks: models.QuerySet, keys: list[str]) -> list[str]:
 @functools.cache
 def _due_by_id(model: Any, using: str) -> tuple[models.QuerySet, list[str]]:
     """What the claim locks, once its candidates' ids are read: the due
-    READY jobs among them that nobody else holds, with the database's now,
-    as a ``values_list`` of ``names``. Built once per database, filtered
-    by ids per claim (transitions/instances.py). Without the database's now
-    on every row: the mark takes it in its own statement (``_mark_claimed``),
-    and decoding a datetime per row cost more than a microsecond a job."""
+    READY jobs among them that nobody else holds, as a ``values_list`` of
+    ``names``, built once per database and filtered by ids per claim
+    (transitions/instances.py). The rows carry no ``db_now``: the mark
+    takes the database's now in its own UPDATE (``_mark_claimed``), as
+    decoding a datetime on every row cost more than a microsecond a job."""
     names = attnames(model)
     rows = model._base_manager.using(using).filter(status=READY, run_after__lte=DbNow())
     return rows.select_for_update(skip_locked=True).values_list(*names), names

@@ -32,9 +32,9 @@ def loaded(rows: QuerySet[Any, Any], *annotations: str) -> list[Job]:
 
 
 def built(values: QuerySet[Any, Any], names: list[str]) -> list[Job]:
-    """The jobs of ``values``, a ``values_list(*names)`` of job rows (a
-    caller may build that once and filter it: resolving 35 names took a
-    third of a claim's Python)."""
+    """The jobs of ``values``, a ``values_list(*names)`` of job rows. A
+    caller may build that once and filter it per read: resolving the
+    column names took about 300 µs a claim."""
     model: Any = values.model
     db = values.db
     jobs = []
