@@ -181,6 +181,26 @@ def test_claimed_jobs_are_the_instances_the_orm_would_load_for_the_row():
     assert Job.objects.get(pk=claimed[0].pk).progress_message == "saved like any instance"
 
 
+@pytest.mark.parametrize("suspect", [False, True])
+def test_a_claims_lease_runs_one_lease_from_the_databases_now(suspect):
+    # A batch's mark takes the database's now in its own UPDATE, and its
+    # instances then load lease_expires_at on access; a suspect's start
+    # and lease come from one read of the database's clock.
+    from django_dbqueue.clock import read_database_now
+
+    make(3, suspect=suspect)
+    before = read_database_now("default")
+    claimed = Job.objects.claim("w1", limit=3, lease=600)
+    after = read_database_now("default")
+    assert len(claimed) == (1 if suspect else 3)
+    for job in claimed:
+        stored = Job.objects.get(pk=job.pk)
+        assert job.lease_expires_at == stored.lease_expires_at
+        assert before + timedelta(seconds=600) <= stored.lease_expires_at <= after + timedelta(seconds=600)
+        if suspect:
+            assert before <= job.started_at == stored.started_at <= after
+
+
 def test_claim_costs_a_fixed_number_of_queries_whatever_the_batch_size():
     make(50)
     with CaptureQueriesContext(connection) as small:

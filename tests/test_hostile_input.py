@@ -167,6 +167,29 @@ def test_a_row_written_by_hand_fails_clearly_or_runs(task_path, columns, message
     assert not os.path.exists("/tmp/dbqueue-pwned")
 
 
+@pytest.mark.parametrize(
+    ("args", "kwargs", "outcome"),
+    [
+        ([1, 2], {}, 3),
+        ([1], {}, "missing a required argument: 'b'"),
+        ([1], {"b": 2}, 3),
+        ([1, 2], {"b": 2}, "multiple values for argument 'b'"),
+        ([], {"a": 1, "c": 2}, "missing a required argument: 'b'"),
+        ([], {"b": 1, "a": 2}, 3),
+    ],
+)
+def test_each_shape_of_call_is_checked_against_the_signature(args, kwargs, outcome):
+    # The worker checks a call's fit once per task and shape (how many
+    # positional arguments, which keyword names): every shape gets its own answer.
+    job = run_claimed(hand_written("demo.tasks.add", args=args, kwargs=kwargs))
+    if isinstance(outcome, int):
+        assert (job.status, job.return_value) == ("SUCCESSFUL", outcome)
+        return
+    assert job.status == "FAILED"
+    assert job.errors[-1]["exception_class_path"] == "django_dbqueue.exceptions.JobNotRunnable"
+    assert f"do not fit demo.tasks.add(a: int, b: int) -> int: {outcome}." in job.errors[-1]["traceback"]
+
+
 def test_a_suspect_row_with_junk_bookkeeping_is_still_claimed():
     job = hand_written("demo.tasks.add", args=[2, 2], worker_ids=None, errors={"x": 1}, suspect=True)
     job = run_claimed(job)

@@ -174,3 +174,68 @@ def test_a_row_whose_task_cannot_be_loaded_is_a_clear_does_not_exist(task_path, 
     assert str(raised.value) == (
         f"The job {job.pk} exists, but get_result() cannot return it without its task: {reason}"
     )
+
+
+# -- the result as the worker makes it ----------------------------------------
+
+JSON_VALUES = [
+    [],
+    {},
+    [1, 2.5, None, True, "x", [], {}],
+    {"a": [{"b": [1, {"c": None}]}], "d": "e"},
+    [[[[]]]],
+    ("a", ("b",)),  # not what JSON decodes to: the fallback
+    {"k": (1, 2)},
+]
+
+
+@pytest.mark.parametrize("value", JSON_VALUES)
+def test_the_json_copy_equals_djangos_normalisation_and_shares_no_container(value):
+    from django.utils.json import normalize_json
+
+    from django_dbqueue.enqueue.results import _json_copy
+
+    copied = _json_copy(value)
+    assert copied == normalize_json(value)
+    assert type(copied) is type(normalize_json(value))
+
+    def containers(v):
+        if isinstance(v, dict):
+            return [v, *(c for item in v.values() for c in containers(item))]
+        if isinstance(v, list | tuple):
+            return [v, *(c for item in v for c in containers(item))]
+        return []
+
+    originals = {id(c) for c in containers(value)}
+    assert not any(id(c) in originals for c in containers(copied))
+
+
+def test_to_result_sets_what_task_results_own_init_would():
+    """to_result() fills the TaskResult's fields itself: they must equal
+    what its __init__ and __post_init__ make of the same row."""
+    import dataclasses
+
+    from django_dbqueue.enqueue.results import JobResult
+
+    args, kwargs = [{"a": [1, {"b": None}]}, "x"], {"k": {"n": [1.5, True]}}
+    job = Job.objects.create(task_path="demo.tasks.add", args=args, kwargs=kwargs, worker_ids=["w1", 7])
+    job.refresh_from_db()
+    made = default_task_backend.to_result(job)
+    expected = JobResult(
+        task=made.task,
+        id=made.id,
+        status=job.status,
+        enqueued_at=job.enqueued_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        last_attempted_at=job.last_attempted_at,
+        args=job.args,
+        kwargs=job.kwargs,
+        backend="default",
+        errors=[],
+        worker_ids=["w1", "7"],
+    )
+    for field in dataclasses.fields(expected):
+        assert getattr(made, field.name) == getattr(expected, field.name), field.name
+    assert made == expected and vars(made) == vars(expected)
+    assert made.args[0]["a"] is not job.args[0]["a"] and made.kwargs["k"] is not job.kwargs["k"]

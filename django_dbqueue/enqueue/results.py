@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.utils.json import normalize_json
+
 from ..exceptions import JobCancelled, TaskResultNotLoadable
 from ..options import QueueOptions
 from ..payload import as_list
@@ -190,21 +192,24 @@ class ResultView:
                 errors.append(
                     StoredTaskError(exception_class_path=JOB_CANCELLED, traceback=CANCELLED_TRACEBACK)
                 )
-        result = JobResult(
-            task=self._task_as_stored(task, job),
-            id=self.result_id(job.pk),
-            status=status,
-            enqueued_at=job.enqueued_at,
-            started_at=job.started_at,
-            finished_at=job.finished_at,
-            last_attempted_at=job.last_attempted_at,
-            args=job.args if isinstance(job.args, list) else [],
-            kwargs=job.kwargs if isinstance(job.kwargs, dict) else {},
-            backend=self.alias,
-            errors=errors,
-            worker_ids=[str(worker) for worker in as_list(job.worker_ids)],
-        )
-        object.__setattr__(result, "_return_value", job.return_value)
+        # TaskResult's fields as its __init__ and __post_init__ would set
+        # them (a test compares the two), without their keyword binding and
+        # generic normalisation: the worker makes one per job it starts.
+        result = object.__new__(JobResult)
+        put = object.__setattr__  # frozen
+        put(result, "task", self._task_as_stored(task, job))
+        put(result, "id", self.result_id(job.pk))
+        put(result, "status", status)
+        put(result, "enqueued_at", job.enqueued_at)
+        put(result, "started_at", job.started_at)
+        put(result, "finished_at", job.finished_at)
+        put(result, "last_attempted_at", job.last_attempted_at)
+        put(result, "args", _json_copy(job.args) if isinstance(job.args, list) else [])
+        put(result, "kwargs", _json_copy(job.kwargs) if isinstance(job.kwargs, dict) else {})
+        put(result, "backend", self.alias)
+        put(result, "errors", errors)
+        put(result, "worker_ids", [str(worker) for worker in as_list(job.worker_ids)])
+        put(result, "_return_value", job.return_value)
         # vars(): a worker's claim may leave these columns unread (deferred),
         # and reading one then would cost a query per job.
         row = vars(job)
@@ -240,14 +245,19 @@ class ResultView:
     def _task_as_stored(self, task: Task, job: Any) -> Task:
         # enqueue() stores run_after=enqueued_at for a task without one.
         run_after = None if job.run_after == job.enqueued_at else job.run_after
+        if (
+            task.priority == job.priority
+            and task.queue_name == job.queue_name
+            and task.run_after == run_after
+            and task.backend == self.alias
+        ):
+            return task  # enqueue()'s own task: nothing to rebuild
         stored = {
             "priority": job.priority,
             "queue_name": job.queue_name,
             "run_after": run_after,
             "backend": self.alias,
         }
-        if all(getattr(task, name) == value for name, value in stored.items()):
-            return task  # enqueue()'s own task: nothing to rebuild
         # Not task.using(): that validates the task again, and a row may hold
         # what validation refuses (a queue since removed from QUEUES, a row
         # written by hand), yet its result must still be readable. Enqueueing
@@ -256,3 +266,21 @@ class ResultView:
         for name in (f.name for f in dataclasses.fields(task)):
             object.__setattr__(rebuilt, name, stored.get(name, getattr(task, name)))
         return rebuilt
+
+
+def _json_copy(value: Any) -> Any:
+    """What Django's ``normalize_json`` makes of a value decoded from JSON
+    (a copy of its lists and dicts, the rest as it is), at a fraction of
+    its cost; anything JSON does not decode to goes through it."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is list:
+        return [item if type(item) in _SCALARS else _json_copy(item) for item in value]
+    if kind is dict and all(type(key) is str for key in value):
+        return {key: item if type(item) in _SCALARS else _json_copy(item) for key, item in value.items()}
+    return normalize_json(value)
+
+
+# What json.loads() decodes a JSON scalar to.
+_SCALARS = frozenset({str, int, float, bool, type(None)})

@@ -61,7 +61,7 @@ class JobControl:
     def begin(self, job: Job) -> None:
         self.job = job
         if self.slot is not None:
-            self.slot.job_id = job.pk
+            self.slot.job_id = job.id
 
     def end(self) -> None:
         if self.slot is not None:

@@ -4,6 +4,7 @@ never started."""
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -13,11 +14,11 @@ from django.db import models, transaction
 from django.db.models import Case, F, When
 
 from ..candidates import first_free
-from ..clock import DbNow
+from ..clock import DbNow, read_database_now
 from ..db import lock_if_serialised, retry_on_conflict
 from ..payload import as_list
-from .instances import loaded
-from .rows import DEFAULT_LEASE, READY, RUNNING, JobRows
+from .instances import attnames, built, loaded
+from .rows import DEFAULT_LEASE, READY, RUNNING, JobRows, listed
 from .updates import RowUpdate
 
 if TYPE_CHECKING:
@@ -51,12 +52,10 @@ class ClaimQuerySet(JobRows):
         primary key. A single locking SELECT ... ORDER BY ... LIMIT that no
         index serves (several queues, or any filter) would lock every row it
         sorts, starving every other claimer until it commits (candidates.py)."""
-        rows = self.model._base_manager.using(self.db)
+        due_by_id, names = _due_by_id(self.model, self.db)
 
         def lock(ids: list[int]) -> list[Job]:
-            return self.lock_and_mark(
-                rows.filter(pk__in=ids, status=READY, run_after__lte=DbNow()), owner, lease
-            )
+            return self._mark_locked(lambda: built(due_by_id.filter(pk__in=listed(ids)), names), owner, lease)
 
         return first_free(self.due().unlimited(), lambda due: read_ids(due, limit), lock)
 
@@ -66,11 +65,19 @@ class ClaimQuerySet(JobRows):
         """Lock the rows of ``candidates`` (due READY jobs) that nobody else
         holds (SKIP LOCKED), and mark them RUNNING for ``owner``, in one
         transaction."""
+
+        def read() -> list[Job]:
+            locked = candidates.annotate(db_now=DbNow()).select_for_update(skip_locked=True)
+            return loaded(locked[:limit] if limit else locked, "db_now")
+
+        return self._mark_locked(read, owner, lease)
+
+    def _mark_locked(self, read: Callable[[], list[Job]], owner: str, lease: float) -> list[Job]:
+        """Mark RUNNING for ``owner`` what ``read()`` locks, in one transaction."""
         rows = self.model._base_manager.using(self.db)
         with transaction.atomic(using=self.db):
             lock_if_serialised(self.db, self.model._meta.db_table)
-            locked = candidates.annotate(db_now=DbNow()).select_for_update(skip_locked=True)
-            batch = _claimable(sorted(loaded(locked[:limit] if limit else locked, "db_now"), key=_claim_key))
+            batch = _claimable(sorted(read(), key=_claim_key))
             if batch:
                 _mark_claimed(rows, batch, owner, lease)
         return batch
@@ -166,19 +173,40 @@ def _lock_keys(locks: models.QuerySet, keys: list[str]) -> list[str]:
     return mine
 
 
+@functools.cache
+def _due_by_id(model: Any, using: str) -> tuple[models.QuerySet, list[str]]:
+    """What the claim locks, once its candidates' ids are read: the due
+    READY jobs among them that nobody else holds, as a ``values_list`` of
+    ``names``, built once per database and filtered by ids per claim
+    (transitions/instances.py). The rows carry no ``db_now``: the mark
+    takes the database's now in its own UPDATE (``_mark_claimed``), as
+    decoding a datetime on every row cost more than a microsecond a job."""
+    names = attnames(model)
+    rows = model._base_manager.using(using).filter(status=READY, run_after__lte=DbNow())
+    return rows.select_for_update(skip_locked=True).values_list(*names), names
+
+
 def ids_in_claim_order(due: JobRows, limit: int) -> list[int]:
     return list(due.order_by(*CLAIM_ORDER).values_list("pk", flat=True)[:limit])
 
 
 def _mark_claimed(rows: models.QuerySet, batch: list[Job], owner: str, lease: float) -> None:
     """Mark a locked batch RUNNING for ``owner``, in the caller's transaction.
-    A suspect (always alone) has its attempt and start recorded here."""
-    now = batch[0].db_now  # type: ignore[attr-defined]
-    changes: dict[str, Any] = {
-        "status": RUNNING,
-        "owner": owner,
-        "lease_expires_at": now + timedelta(seconds=lease),
-    }
+    A suspect (always alone) has its attempt and start recorded here.
+
+    The lease runs from the database's now: the one the rows were read
+    with (``db_now``), or else the UPDATE's own, and then the instances
+    leave ``lease_expires_at`` unread (it loads on access, as a deferred
+    field does; the worker's own proof of its lease is hand.py's)."""
+    now = vars(batch[0]).get("db_now")
+    if now is None and batch[0].suspect:
+        now = read_database_now(rows.db)
+    update = RowUpdate(rows.model, rows.db)
+    changes: dict[str, Any] = {"status": RUNNING, "owner": owner}
+    if now is None:
+        update.set_expression("lease_expires_at", DbNow() + timedelta(seconds=lease))
+    else:
+        changes["lease_expires_at"] = now + timedelta(seconds=lease)
     if batch[0].suspect:
         job = batch[0]
         changes.update(
@@ -187,17 +215,19 @@ def _mark_claimed(rows: models.QuerySet, batch: list[Job], owner: str, lease: fl
             last_attempted_at=now,
             worker_ids=[*as_list(job.worker_ids), owner],
         )
-    update = RowUpdate(rows.model, rows.db)
     for name, value in changes.items():
         update.set(name, value)
-    update.run([job.pk for job in batch])
+    update.run([job.id for job in batch])
+    # The instances hold plain attributes (instances.py): their __dict__ takes the changes at once.
     for job in batch:
-        for name, value in changes.items():
-            setattr(job, name, value)
+        row = vars(job)
+        row.update(changes)
+        if now is None:
+            del row["lease_expires_at"]
 
 
 def _claim_key(job: Job) -> tuple[int, datetime, int]:
-    return (-job.priority, job.run_after, job.pk)
+    return (-job.priority, job.run_after, job.id)
 
 
 def _claimable(locked: list[Job]) -> list[Job]:

@@ -27,13 +27,22 @@ if TYPE_CHECKING:
 def loaded(rows: QuerySet[Any, Any], *annotations: str) -> list[Job]:
     """The jobs ``rows`` selects, every column but UNREAD loaded, with
     ``annotations`` (names the queryset annotates) set as attributes too."""
-    model: Any = rows.model
-    names = [*attnames(model), *annotations]
-    db = rows.db
+    names = [*attnames(rows.model), *annotations]
+    return built(rows.values_list(*names), names)
+
+
+def built(values: QuerySet[Any, Any], names: list[str]) -> list[Job]:
+    """The jobs of ``values``, a ``values_list(*names)`` of job rows. A
+    caller may build that once and filter it per read: resolving the
+    column names took about 300 µs a claim."""
+    model: Any = values.model
+    db = values.db
     jobs = []
-    for values in rows.values_list(*names):
+    for row in values:
         job = model.__new__(model)
-        job.__dict__.update(zip(names, values, strict=True))
+        # Not zip(strict=True): values_list() gives each row all of names,
+        # and the check cost half a microsecond per job.
+        job.__dict__.update(zip(names, row, strict=False))
         state = job._state = ModelState()
         state.adding, state.db = False, db
         jobs.append(job)

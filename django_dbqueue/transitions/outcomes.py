@@ -85,16 +85,20 @@ class OutcomeQuerySet(JobRows):
         """Record many successes in one UPDATE (a group of ``statements()``);
         returns how many ``owner`` still held."""
         first = group[0].job
-        started = {s.job.pk: s.job.started_at or s.started for s in group}
-        values = {s.job.pk: s.return_value for s in group}
+        # One pass, by the id attribute, not the pk property: per job.
+        started, attempted, finished, values = {}, {}, {}, {}
+        for s in group:
+            pk = s.job.id
+            started[pk], attempted[pk] = s.job.started_at or s.started, s.started
+            finished[pk], values[pk] = s.finished, s.return_value
         worker_ids = [*as_list(first.worker_ids), owner]
         update = RowUpdate(self.model, self.db)
         update.set("status", Status.SUCCESSFUL)
         # Batches hold no suspects, so every one of these counts its attempt here.
         update.set_sql("attempts", f"{update.column('attempts')} + 1")
         update.set_by_pk("started_at", started)
-        update.set_by_pk("last_attempted_at", {s.job.pk: s.started for s in group})
-        update.set_by_pk("finished_at", {s.job.pk: s.finished for s in group})
+        update.set_by_pk("last_attempted_at", attempted)
+        update.set_by_pk("finished_at", finished)
         update.set("worker_ids", worker_ids)
         for name in ("owner", "lease_expires_at", "unique_key", "cancel_requested_at"):
             # unique_key: finished, the key is free (unique.py); a cancel
@@ -112,7 +116,7 @@ class OutcomeQuerySet(JobRows):
         for s in group:
             job = s.job
             job.status, job.attempts, job.return_value = Status.SUCCESSFUL, job.attempts + 1, s.return_value
-            job.started_at, job.last_attempted_at, job.finished_at = started[job.pk], s.started, s.finished
+            job.started_at, job.last_attempted_at, job.finished_at = started[job.id], s.started, s.finished
             job.worker_ids = worker_ids
             job.owner = job.lease_expires_at = None
         return updated

@@ -7,10 +7,12 @@ Rows read with ``.annotate(db_now=DbNow())`` carry the database's now as
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.db import models
+from django.db.models.expressions import RawSQL
 
 from ..clock import DbNow
 from ..status import FINISHED, Status
@@ -46,3 +48,11 @@ class JobRows(models.QuerySet["Job", "Job"]):
 
     def finished(self) -> Self:
         return self.filter(status__in=FINISHED)
+
+
+def listed(ids: Iterable[int]) -> RawSQL:
+    """``ids`` for a ``pk__in=`` lookup, written into the SQL as digits
+    (``int()`` admits nothing else). Django prepares each value of a plain
+    list as a lookup value and the driver escapes it as a parameter: for a
+    claim of 200 ids, that showed in the worker's profile."""
+    return RawSQL(", ".join([str(int(pk)) for pk in ids]) or "NULL", [])

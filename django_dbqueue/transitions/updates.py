@@ -20,6 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connections
 from django.db.models import DateTimeField
+from django.db.models.sql import Query
 
 
 class RowUpdate:
@@ -42,6 +43,16 @@ class RowUpdate:
         else:
             self.assignments.append(f"{self.quote(field.column)} = %s")
             self.params.append(field.get_db_prep_save(value, self.connection))
+        return self
+
+    def set_expression(self, name: str, expression: Any) -> RowUpdate:
+        """``name = expression``, an ORM expression of no column (``DbNow()
+        + timedelta(...)``), compiled for this database."""
+        query = Query(self.model)
+        resolved = expression.resolve_expression(query, allow_joins=False, for_save=True)
+        sql, params = query.get_compiler(connection=self.connection).compile(resolved)
+        self.assignments.append(f"{self.column(name)} = {sql}")
+        self.params += params
         return self
 
     def set_sql(self, name: str, sql: str) -> RowUpdate:

@@ -10,8 +10,6 @@ as such by stops.py.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -20,9 +18,7 @@ from django.db import DataError, IntegrityError
 
 from ..clock import DatabaseClock
 from ..db import DB_ERRORS, DurableWrites, Outage, StatementRefused, brief, drop_connection, is_outage
-from ..enqueue.loading import load_task
 from ..exceptions import JobNotRunnable, ResultNotStorable, WorkerStopped
-from ..jsonfield import Undecodable
 from ..payload import as_list, bounded_text, check_return_value
 from ..running.control import JobControl
 from ..status import Status
@@ -34,6 +30,7 @@ from .atomic import run_atomic
 from .contract import error_entry
 from .groups import AtomicGroup
 from .outcomes import OutcomeBuffer
+from .resolving import resolve
 from .shared import Slot
 from .signals import ForcedStop
 from .stops import cancel_unstarted, record_stop, stop_kind
@@ -276,42 +273,6 @@ def _not_storable(exc: Exception) -> ResultNotStorable:
     if isinstance(exc, ResultNotStorable):
         return exc
     return ResultNotStorable(f"Checking the return value failed: {bounded_text(repr(exc), 2000)}")
-
-
-@functools.lru_cache(maxsize=1024)
-def _load(task_path: str) -> tuple[Task, inspect.Signature]:
-    # Importing and inspecting once per task, not once per job: both showed
-    # in the worker's profile. A path that fails to load raises, which
-    # lru_cache does not remember, so a fixed deploy is picked up.
-    task = load_task(task_path)
-    return task, inspect.signature(task.func)
-
-
-def resolve(job: Job) -> Task:
-    """The task a job row names, with its arguments checked against it."""
-    try:
-        task, signature = _load(job.task_path)
-    except LookupError as exc:
-        raise JobNotRunnable(str(exc)) from exc
-    except Exception as exc:  # the module itself is broken
-        raise JobNotRunnable(f"Importing the task path {job.task_path!r} failed: {exc!r}.") from exc
-    for stored in (job.args, job.kwargs):
-        if isinstance(stored, Undecodable):
-            raise JobNotRunnable(
-                f"The job's {stored.reason}, so it cannot run. Enqueue the call again with "
-                "values Python can read; the row keeps the stored text (see the job's admin page)."
-            )
-    if not isinstance(job.args, list) or not isinstance(job.kwargs, dict):
-        raise JobNotRunnable(
-            f"The job's args must be a JSON list and its kwargs a JSON object, "
-            f"not {type(job.args).__name__} and {type(job.kwargs).__name__}."
-        )
-    params = [object()] if task.takes_context else []
-    try:
-        signature.bind(*params, *job.args, **job.kwargs)
-    except TypeError as exc:
-        raise JobNotRunnable(f"The job's arguments do not fit {job.task_path}{signature}: {exc}.") from exc
-    return task
 
 
 def started_view(job: Job, started: Any) -> Job:

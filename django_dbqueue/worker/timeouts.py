@@ -55,6 +55,8 @@ def call_with_limit(
         run = async_to_sync(controlled(limited, control) if slot is not None else limited)
         with _hard_limit(seconds, slot):
             return run(*args, **kwargs)
+    if not seconds:  # no limit to set: the context managers would do nothing, at a cost per job
+        return func(*args, **kwargs)
     with _hard_limit(seconds, slot), _alarm(seconds):
         return func(*args, **kwargs)
 
