@@ -479,3 +479,19 @@ def test_the_job_page_numbers_kept_errors_by_attempt_and_shows_earlier_runs(admi
     assert "<strong>1. builtins.ValueError" not in html
     assert "Attempt 12 failed with ValueError" in html and "Attempt 2 failed" not in html
     assert "Earlier runs" in html and "FAILED after 3 attempts" in html
+
+
+def test_the_job_page_shows_the_keys_a_job_has_escaped(admin_client):
+    from demo.tasks import add, per_tenant, rated
+
+    rate_limited = rated.enqueue("<b>acme</b>", 1)
+    fair = per_tenant.enqueue("t1", 1)
+    plain = add.enqueue(1, 2)
+
+    def keys(result) -> str:
+        page = admin_client.get(f"/admin/django_dbqueue/job/{result.id}/change/").content.decode()
+        return page.split("field-job_keys", 1)[1].split("field-", 1)[0]  # up to the next field
+
+    assert "rate key: <code>customer:&lt;b&gt;acme&lt;/b&gt;</code> at most 60/m" in keys(rate_limited)
+    assert "fairness key: <code>tenant:t1</code>" in keys(fair)
+    assert '<div class="readonly">none</div>' in keys(plain)

@@ -12,8 +12,8 @@ from django.contrib.admin.views.main import ChangeList
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from ..models import Job
 from . import display as show
@@ -81,7 +81,7 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
     fieldsets = (
         (None, {"fields": ("task_path", "queue_name", "status_badge", "priority", "attempts_of_max")}),
         ("Timeline", {"fields": ("timeline", "due", "held_by", "lease_expires", "workers")}),
-        ("Call", {"fields": ("arguments", "keyword_arguments", "job_metadata")}),
+        ("Call", {"fields": ("arguments", "keyword_arguments", "job_metadata", "job_keys")}),
         ("Outcome", {"fields": ("result", "error_list")}),
         ("Earlier runs", {"fields": ("earlier_runs",), "classes": ("collapse",)}),
     )
@@ -99,6 +99,7 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
         "arguments",
         "keyword_arguments",
         "job_metadata",
+        "job_keys",
         "result",
         "error_list",
         "earlier_runs",
@@ -180,6 +181,24 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
     @admin.display(description="metadata")
     def job_metadata(self, job: Job) -> SafeString:
         return show.pretty_json(job.metadata)
+
+    @admin.display(description="keys")
+    def job_keys(self, job: Job) -> SafeString | str:
+        """The job's unique, concurrency, rate and fairness keys, those it has."""
+        keys = []
+        if job.unique_key is not None:
+            keys.append(("unique key", job.unique_key, ""))
+        if job.concurrency_key is not None:
+            keys.append(("concurrency key", job.concurrency_key, f"at most {job.concurrency_limit} at once"))
+        if job.rate_key is not None:
+            keys.append(("rate key", job.rate_key, f"at most {job.rate_limit}"))
+        if job.fairness_key is not None:
+            keys.append(("fairness key", job.fairness_key, ""))
+        if not keys:
+            return "none"
+        return format_html_join(
+            mark_safe("<br>"), "{}: <code>{}</code> {}", ((name, key, note) for name, key, note in keys)
+        )
 
     @admin.display(description="return value")
     def result(self, job: Job) -> SafeString:
