@@ -76,9 +76,14 @@ def test_bad_task_options_are_refused_at_definition():
     with pytest.raises(InvalidTask, match="rate_key needs a rate_limit"):
         task(rate_key="k")(f)
     with pytest.raises(InvalidTask, match="rate_key must be a non-empty string of at most 191 characters"):
-        task(rate_limit="1/s", rate_key="k" * 256)(f)
+        task(rate_limit="1/s", rate_key="k" * 192)(f)
+    rated.using(rate_key="k" * 191)  # the longest
     with pytest.raises(InvalidTask, match="cannot have both a concurrency_key and a rate_limit"):
         task(rate_limit="1/s", concurrency_key="k", concurrency_limit=1)(f)
+    with pytest.raises(InvalidTask, match="cannot have both a rate_limit and a fairness_key"):
+        task(rate_limit="1/s", fairness_key="tenant")(f)
+    with pytest.raises(InvalidTask, match="cannot have both a rate_limit and a fairness_key"):
+        rated.using(fairness_key="tenant")
 
 
 def test_bad_rate_limits_in_options_are_each_named():
