@@ -235,7 +235,9 @@ class RateSlot(models.Model):
     """One of the N slots of a rate key of limit N per period: free once
     ``free_at`` has passed, and moved a period on by the claim that uses it
     (transitions/rates.py). A key's slots are made the first time a claim
-    meets it; slots past a lowered N are no longer used."""
+    meets it; slots past a lowered N are no longer used. A slot free for
+    more than an hour is deleted (operations/retention.py): absent and free
+    are the same to a claim, which makes it again."""
 
     key = KeyField(max_length=191)
     slot = models.PositiveIntegerField()
@@ -243,6 +245,8 @@ class RateSlot(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["key", "slot"], name="dbqueue_rate_slot")]
+        # The prune of idle slots reads the oldest free_at first.
+        indexes = [models.Index(fields=["free_at"], name="dbqueue_rate_slot_free")]
 
     def __str__(self) -> str:
         return f"{self.key} #{self.slot}"

@@ -242,3 +242,21 @@ def test_bad_options_for_one_call_are_refused_at_enqueue_and_write_nothing():
     with pytest.raises(InvalidTask, match="rate_key must be a non-empty string of at most 191"):
         add.using(rate_limit="1/s", rate_key="k" * 256).enqueue(1, 2)
     assert not Job.objects.exists()
+
+
+@pytest.mark.django_db
+def test_slots_idle_for_an_hour_are_pruned_and_the_limit_still_holds():
+    from django_dbqueue.operations.retention import delete_idle_slots
+
+    made = jobs(6, key="old", limit="2/m")
+    jobs(1, key="busy", limit="1/h")
+    assert len(claim_all("a", key="old")[0]) == 2
+    assert len(claim_all("a", key="busy")[0]) == 1
+    assert delete_idle_slots("default") == 0, "slots in use, and slots free for less than an hour, stay"
+    age_slots("old", 2 * 3600 + 60)  # used two hours ago: free for more than an hour
+    assert delete_idle_slots("default") == 2
+    assert list(RateSlot.objects.values_list("key", flat=True)) == ["busy"]
+    # Absent is free: the next claim makes the key's slots again, and takes no more than the limit.
+    again = claim_all("b", key="old")[0]
+    assert [j.pk for j in again] == [made[2].pk, made[3].pk]
+    assert RateSlot.objects.filter(key="old").count() == 2

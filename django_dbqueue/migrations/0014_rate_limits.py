@@ -33,6 +33,7 @@ class Migration(migrations.Migration):
             ],
             options={
                 "constraints": [models.UniqueConstraint(fields=("key", "slot"), name="dbqueue_rate_slot")],
+                "indexes": [models.Index(fields=["free_at"], name="dbqueue_rate_slot_free")],
             },
         ),
         migrations.AddField(

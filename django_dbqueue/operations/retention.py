@@ -13,6 +13,11 @@ transaction of their own); a workflow's Batch row goes once no member is
 left and it finished longer ago than the longest retention. ``JobQuerySet.prune()``
 deletes through the same batches.
 
+Rate slots (rates.py) free for longer than SLOT_IDLE are deleted too, with
+or without a retention: a key met once (a customer's) would otherwise keep
+its N rows for ever. A claim treats a missing slot as a free one and makes
+it again, so the prune changes no limit.
+
 Ages are on the database's clock. Every heartbeat process prunes a little
 on each beat (:class:`Pruner`); ``manage.py prunejobs`` prunes on demand.
 """
@@ -45,6 +50,8 @@ BATCH = 500
 BEAT_BUDGET = 1.0
 # With nothing (or little) left to prune, look again after this many seconds.
 IDLE_INTERVAL = 60.0
+# A rate slot free for this long is deleted.
+SLOT_IDLE = timedelta(hours=1)
 
 
 def expired(using: str, outcome: str, days: float) -> QuerySet[Job]:
@@ -117,6 +124,18 @@ def delete_old_batches(using: str, age: timedelta, size: int = BATCH) -> int:
         return batches.filter(pk__in=ids).delete()[0] if ids else 0
 
 
+def delete_idle_slots(using: str, size: int = BATCH) -> int:
+    """Delete up to ``size`` rate slots that have been free for more than
+    SLOT_IDLE, in one short transaction; a slot a claim holds is skipped."""
+    from ..models import RateSlot
+
+    slots = RateSlot.objects.using(using)
+    idle = slots.filter(free_at__lt=DbNow() - SLOT_IDLE).order_by("free_at")
+    with transaction.atomic(using=using):
+        ids = list(idle.select_for_update(skip_locked=True).values_list("pk", flat=True)[:size])
+        return slots.filter(pk__in=ids).delete()[0] if ids else 0
+
+
 def prune_jobs(
     jobs: QuerySet[Job],
     ages: Mapping[str, timedelta],
@@ -180,11 +199,12 @@ class Pruner:
         self.next_at = 0.0
 
     def run(self) -> int:
-        if not self.retention or time.monotonic() < self.next_at:
+        if time.monotonic() < self.next_at:
             return 0
         started = time.monotonic()
         try:
-            deleted = prune(self.using, self.retention, budget=self.budget)
+            slots = delete_idle_slots(self.using)
+            deleted = prune(self.using, self.retention, budget=self.budget) if self.retention else {}
         except DB_ERRORS as exc:
             if is_outage(exc, self.using):
                 raise
@@ -198,7 +218,9 @@ class Pruner:
                 total,
                 ", ".join(f"{outcome} {n}" for outcome, n in deleted.items() if n),
             )
+        if slots:
+            logger.info("Deleted %d rate slots idle for more than %s.", slots, SLOT_IDLE)
         # It used its whole budget: more is waiting, carry on at the next beat.
-        backlog = time.monotonic() - started >= self.budget
+        backlog = time.monotonic() - started >= self.budget or slots >= BATCH
         self.next_at = 0.0 if backlog else time.monotonic() + IDLE_INTERVAL
         return total
