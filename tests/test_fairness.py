@@ -174,6 +174,18 @@ def test_enqueue_stores_the_fairness_key_per_call_also_in_bulk_and_with_using():
     ]
 
 
+@pytest.mark.django_db
+def test_a_key_function_returning_none_makes_an_ordinary_job_also_among_keyed_ones_in_bulk():
+    def tenant_or_none(tenant, index):
+        return None if tenant == "-" else f"tenant:{tenant}"
+
+    keyed = per_tenant.using(fairness_key=tenant_or_none)
+    one = keyed.enqueue("-", 1)
+    many = bulk_enqueue(keyed, [(("-", 2), {}), (("acme", 3), {}), (("-", 4), {})])
+    rows = Job.objects.in_bulk([int(r.id) for r in [one, *many]])
+    assert [row.fairness_key for row in rows.values()] == [None, None, "tenant:acme", None]
+
+
 def test_a_fairness_key_with_a_concurrency_key_or_an_empty_one_is_refused():
     def f() -> None: ...
 
