@@ -52,9 +52,13 @@ def kill_connection_before(*matchers):
 
 
 def is_claim_mark(sql: str) -> bool:
+    """The claim's UPDATE: an owner and a lease (a release has a CASE, the
+    heartbeat's extension names no owner but in its WHERE)."""
+    assignments = sql.split(" WHERE ")[0]
     return (
         sql.startswith("UPDATE")
-        and "`lease_expires_at` = %s" in sql
+        and "`lease_expires_at` = " in assignments
+        and "`owner` = " in assignments
         and "CASE" not in sql
         and "`return_value`" not in sql
     )
