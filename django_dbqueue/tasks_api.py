@@ -33,6 +33,7 @@ except ImportError:  # Django 5.2: the backport
     from django_tasks.backends.immediate import ImmediateBackend
     from django_tasks.base import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY, Task, TaskError
     from django_tasks.signals import task_enqueued, task_finished, task_started
+    from django_tasks.utils import normalize_json
 
     # Django's names; the backport's releases up to 0.12 end them in "Error".
     InvalidTask = getattr(_exceptions, "InvalidTask", None) or _exceptions.InvalidTaskError
@@ -48,6 +49,7 @@ else:
     from django.tasks.base import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY, Task, TaskError
     from django.tasks.exceptions import InvalidTask, InvalidTaskBackend, TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
+    from django.utils.json import normalize_json
 
 API_MODULE: str = _api.__name__  # "django.tasks" or "django_tasks"
 DEFAULT_TASK_BACKEND_ALIAS: str = _api.DEFAULT_TASK_BACKEND_ALIAS
@@ -76,6 +78,7 @@ __all__ = [
     "TaskResultDoesNotExist",
     "TaskResultStatus",
     "default_task_backend",
+    "normalize_json",
     "task",
     "task_backends",
     "task_enqueued",

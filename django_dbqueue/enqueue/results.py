@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.utils.json import normalize_json
-
 from ..exceptions import JobCancelled, TaskResultNotLoadable
 from ..options import QueueOptions
 from ..payload import as_list
@@ -25,6 +23,7 @@ from ..tasks_api import (
     TaskResult,
     TaskResultDoesNotExist,
     TaskResultStatus,
+    normalize_json,
     task_backends,
 )
 from .loading import load_task
