@@ -146,7 +146,7 @@ def test_a_batched_success_carries_the_result_to_result_makes_of_its_row():
 
 
 def test_the_outcome_writes_datetime_adapter_gives_what_the_backend_would():
-    from datetime import UTC, datetime, timedelta, timezone
+    from datetime import datetime, timedelta, timezone
 
     from django.conf import settings
 
@@ -155,7 +155,7 @@ def test_the_outcome_writes_datetime_adapter_gives_what_the_backend_would():
     adapt = _datetime_adapter(connection)
     moments = [datetime(2026, 11, 26, 22, 41, 5, 123456), datetime(2026, 1, 2, 3, 4, 5)]
     if settings.USE_TZ:
-        moments = [m.replace(tzinfo=UTC) for m in moments] + [
+        moments = [m.replace(tzinfo=timezone.utc) for m in moments] + [
             datetime(2026, 3, 29, 1, 30, tzinfo=timezone(timedelta(hours=-5)))
         ]
     for moment in moments:

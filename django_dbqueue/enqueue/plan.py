@@ -34,7 +34,7 @@ from ..workflows.context import batch_fields
 from .inserting import column_field
 from .keys import call_keys, is_keyed
 from .metadata import TRACE_KEY, check_metadata
-from .results import JobResult
+from .results import JobResult, new_result
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -173,7 +173,7 @@ class Plan:
         # to_result() reads a run_after equal to enqueued_at as none at all.
         if not self.as_is or (self.run_after is not None and self.run_after == job.enqueued_at):
             return backend.to_result(job, self.task)
-        result = JobResult(
+        result = new_result(
             task=self.task,
             id=backend.result_id(job.pk),
             status=TaskResultStatus.READY,
@@ -186,8 +186,8 @@ class Plan:
             backend=backend.alias,
             errors=[],
             worker_ids=[],
+            _return_value=None,
         )
-        object.__setattr__(result, "_return_value", None)
         if job.metadata:
             object.__setattr__(result, "_metadata", job.metadata)
         return result

@@ -191,24 +191,21 @@ class ResultView:
                 errors.append(
                     StoredTaskError(exception_class_path=JOB_CANCELLED, traceback=CANCELLED_TRACEBACK)
                 )
-        # TaskResult's fields as its __init__ and __post_init__ would set
-        # them (a test compares the two), without their keyword binding and
-        # generic normalisation: the worker makes one per job it starts.
-        result = object.__new__(JobResult)
-        put = object.__setattr__  # frozen
-        put(result, "task", self._task_as_stored(task, job))
-        put(result, "id", self.result_id(job.pk))
-        put(result, "status", status)
-        put(result, "enqueued_at", job.enqueued_at)
-        put(result, "started_at", job.started_at)
-        put(result, "finished_at", job.finished_at)
-        put(result, "last_attempted_at", job.last_attempted_at)
-        put(result, "args", _json_copy(job.args) if isinstance(job.args, list) else [])
-        put(result, "kwargs", _json_copy(job.kwargs) if isinstance(job.kwargs, dict) else {})
-        put(result, "backend", self.alias)
-        put(result, "errors", errors)
-        put(result, "worker_ids", [str(worker) for worker in as_list(job.worker_ids)])
-        put(result, "_return_value", job.return_value)
+        result = new_result(
+            task=self._task_as_stored(task, job),
+            id=self.result_id(job.pk),
+            status=status,
+            enqueued_at=job.enqueued_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            last_attempted_at=job.last_attempted_at,
+            args=job.args if isinstance(job.args, list) else [],
+            kwargs=job.kwargs if isinstance(job.kwargs, dict) else {},
+            backend=self.alias,
+            errors=errors,
+            worker_ids=[str(worker) for worker in as_list(job.worker_ids)],
+            _return_value=job.return_value,
+        )
         # vars(): a worker's claim may leave these columns unread (deferred),
         # and reading one then would cost a query per job.
         row = vars(job)
@@ -265,6 +262,21 @@ class ResultView:
         for name in (f.name for f in dataclasses.fields(task)):
             object.__setattr__(rebuilt, name, stored.get(name, getattr(task, name)))
         return rebuilt
+
+
+def new_result(*, args: list[Any], kwargs: dict[str, Any], **fields: Any) -> JobResult:
+    """A JobResult with TaskResult's fields set as its ``__init__`` and
+    ``__post_init__`` would set them (tests/test_results.py compares the
+    two), without their keyword binding and generic normalisation: the
+    worker makes one per job it starts, an enqueue one per job. ``args`` and
+    ``kwargs`` are copied as ``normalize_json`` would (``_json_copy``)."""
+    result = object.__new__(JobResult)
+    put = object.__setattr__  # frozen
+    put(result, "args", _json_copy(args))
+    put(result, "kwargs", _json_copy(kwargs))
+    for name, value in fields.items():
+        put(result, name, value)
+    return result
 
 
 def _json_copy(value: Any) -> Any:
