@@ -143,7 +143,8 @@ class RateClaims:
     limits of OPTIONS RATE_LIMITS winning over the jobs' own.
 
     Rate keys with due jobs are looked for every LOOK_EVERY seconds when a
-    claim has room, every LOOK_FULL seconds while claims are full. A
+    claim has room, every LOOK_FULL seconds while claims are full, KEYS at
+    a time, each look going on from the last key of the one before. A
     key whose slots were all taken is skipped until its next slot frees
     (``busy``), so a backlog of jobs over their rate costs no query per
     poll; ``wait()`` tells the loop how long that is. Keys met for the
@@ -160,6 +161,7 @@ class RateClaims:
         self.looked = -math.inf
         self.keys: list[str] = []
         self.busy: dict[str, float] = {}
+        self.after = ""  # the last key of a full look: the next one goes on from it
 
     @property
     def found(self) -> bool:
@@ -174,7 +176,8 @@ class RateClaims:
         # often: the look is the one read a backlog over its rate costs.
         if now >= self.looked + (self.LOOK_EVERY if room > 0 else self.LOOK_FULL):
             self.looked = now
-            self.keys = jobs.rated_keys(queues, self.KEYS)
+            self.keys = jobs.rated_keys(queues, self.KEYS, self.after)
+            self.after = self.keys[-1] if len(self.keys) >= self.KEYS else ""
             self.busy = {key: until for key, until in self.busy.items() if until > now}
             unknown = [key for key in self.keys if key not in self.busy]
             if unknown:

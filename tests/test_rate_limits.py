@@ -260,3 +260,18 @@ def test_slots_idle_for_an_hour_are_pruned_and_the_limit_still_holds():
     again = claim_all("b", key="old")[0]
     assert [j.pk for j in again] == [made[2].pk, made[3].pk]
     assert RateSlot.objects.filter(key="old").count() == 2
+
+
+@pytest.mark.django_db
+def test_a_workers_looks_go_round_every_key_however_many_keys_have_due_jobs():
+    keys = [f"customer:{n:03}" for n in range(100)]
+    Job.objects.bulk_create(
+        [Job(task_path="demo.tasks.noop", rate_key=key, rate_limit="1/h") for key in keys for _ in range(2)]
+    )
+    claims = RateClaims()
+    claimed: list[Job] = []
+    for _ in range(len(keys) // RateClaims.KEYS + 1):
+        claims.looked = -float("inf")  # look again now, as a second later
+        claimed += claims.claim(Job.objects.all(), ["default"], "w", room=200, lease=60.0)
+    # One job of every key (its one slot an hour), the keys past the first looks too.
+    assert sorted(job.rate_key for job in claimed) == keys
