@@ -124,6 +124,7 @@ class LimitedClaims:
     def __init__(self) -> None:
         self.next_look = 0.0
         self.found = False
+        self.after = ""  # the last key of a full look: the next one goes on from it
 
     def claim(self, jobs: JobQuerySet, queues: list[str], owner: str, room: int, lease: float) -> list[Job]:
         """Up to ``room`` limited jobs (at most one per key), if it is time to look."""
@@ -131,7 +132,9 @@ class LimitedClaims:
         if now < self.next_look and (room <= 0 or not self.found):
             return []
         self.next_look = now + self.LOOK_EVERY
-        keys = jobs.limited_keys(queues, max(room, 1))
+        wanted = max(room, 1)
+        keys = jobs.limited_keys(queues, wanted, self.after)
+        self.after = keys[-1] if len(keys) >= wanted else ""
         self.found = bool(keys)
         if not keys:
             return []

@@ -205,3 +205,23 @@ def test_four_workers_never_run_two_jobs_of_key_x_beside_a_key_X(runqueue):
     assert len(starts) == len(ends) == total
     assert overlap(starts, ends)[0] == 1, "never two jobs of key x at once"
     assert set(Job.objects.filter(concurrency_key="customer:x").values_list("return_value", flat=True)) == {1}
+
+
+@pytest.mark.django_db
+def test_while_ordinary_jobs_fill_every_claim_each_look_takes_the_next_key_so_every_key_comes_round():
+    from django_dbqueue.claiming import LimitedClaims
+
+    keys = [f"k{n:02}" for n in range(10)]
+    Job.objects.bulk_create(
+        [
+            Job(task_path="demo.tasks.noop", concurrency_key=key, concurrency_limit=1)
+            for key in keys
+            for _ in range(2)
+        ]
+    )
+    claims = LimitedClaims()
+    claimed: list[Job] = []
+    for _ in keys:
+        claims.next_look = 0.0  # a second later
+        claimed += claims.claim(Job.objects.all(), ["default"], "w", room=0, lease=60.0)  # claims full
+    assert sorted(job.concurrency_key for job in claimed) == keys, "one of each key, each in its turn"

@@ -5,7 +5,6 @@ never started."""
 from __future__ import annotations
 
 import functools
-import random
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, cast
@@ -82,16 +81,21 @@ class ClaimQuerySet(JobRows):
                 _mark_claimed(rows, batch, owner, lease)
         return batch
 
-    def limited_keys(self, queues: list[str], limit: int) -> list[str]:
+    def limited_keys(self, queues: list[str], limit: int, after: str = "") -> list[str]:
         """Up to ``limit`` concurrency keys with due READY jobs in ``queues``,
-        in random order so that no key starves the others."""
+        in the database's order: those after ``after``, then from the first.
+        A worker passes the last key of its previous look, so that its looks
+        go round every key and none starves, however many there are."""
         due = self.due().filter(queue_name__in=queues, concurrency_key__isnull=False)
-        keys = cast(
-            "list[str]",
-            list(due.order_by().values_list("concurrency_key", flat=True).distinct()[: limit * 4]),
-        )
-        random.shuffle(keys)
-        return keys[:limit]
+
+        def first(rows: JobRows, n: int) -> list[str]:
+            keys = rows.order_by("concurrency_key").values_list("concurrency_key", flat=True).distinct()[:n]
+            return cast("list[str]", list(keys))
+
+        keys = first(due.filter(concurrency_key__gt=after), limit) if after else first(due, limit)
+        if after and len(keys) < limit:
+            keys += first(due.filter(concurrency_key__lte=after), limit - len(keys))
+        return keys
 
     def claim_limited(
         self, owner: str, queues: list[str], keys: list[str], lease: float = DEFAULT_LEASE
