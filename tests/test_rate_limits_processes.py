@@ -21,6 +21,11 @@ from tests.conftest import once_on_mariadb, wait_for
 # claim takes at most --batch of them.
 LAG = 0.5
 FEW_PERCENT = 0.05
+# How late the next period may start, at least: a worker wakes for a slot
+# that frees, on a machine where CI runs two test processes beside it (a
+# 1-s period's 5 % is 50 ms; seen 60 ms late once). The rate over several
+# periods is held to FEW_PERCENT all the same.
+WAKE_SLACK = 0.25
 
 covered = "tests/test_rate_limits.py runs the rate claim's SQL everywhere"
 
@@ -49,7 +54,9 @@ def check_rate(times: list[datetime], limit: str) -> None:
     in_first = sum(1 for at in times if (at - first).total_seconds() < seconds - LAG)
     assert abs(in_first - number) <= number * FEW_PERCENT, f"{in_first} started in the first {seconds}s"
     late = (times[number] - first).total_seconds() - seconds
-    assert -LAG <= late <= seconds * FEW_PERCENT, f"the next period started {late:+.2f}s after it could"
+    assert -LAG <= late <= max(seconds * FEW_PERCENT, WAKE_SLACK), (
+        f"the next period started {late:+.2f}s after it could"
+    )
 
 
 def stop(hosts: list) -> None:
