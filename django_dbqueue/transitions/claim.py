@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from django.db import models, transaction
 from django.db.models import Case, F, When
@@ -83,19 +83,9 @@ class ClaimQuerySet(JobRows):
 
     def limited_keys(self, queues: list[str], limit: int, after: str = "") -> list[str]:
         """Up to ``limit`` concurrency keys with due READY jobs in ``queues``,
-        in the database's order: those after ``after``, then from the first.
-        A worker passes the last key of its previous look, so that its looks
-        go round every key and none starves, however many there are."""
+        going round them (``keys_round()``) from the key after ``after``."""
         due = self.due().filter(queue_name__in=queues, concurrency_key__isnull=False)
-
-        def first(rows: JobRows, n: int) -> list[str]:
-            keys = rows.order_by("concurrency_key").values_list("concurrency_key", flat=True).distinct()[:n]
-            return cast("list[str]", list(keys))
-
-        keys = first(due.filter(concurrency_key__gt=after), limit) if after else first(due, limit)
-        if after and len(keys) < limit:
-            keys += first(due.filter(concurrency_key__lte=after), limit - len(keys))
-        return keys
+        return due.keys_round("concurrency_key", limit, after)
 
     def claim_limited(
         self, owner: str, queues: list[str], keys: list[str], lease: float = DEFAULT_LEASE

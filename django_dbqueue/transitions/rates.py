@@ -5,7 +5,7 @@ concurrency key), at most N of a key claimed in any window of the period
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from django.db import models, transaction
 from django.db.models import Count, Min
@@ -23,22 +23,10 @@ if TYPE_CHECKING:
 
 class RateQuerySet(JobRows):
     def rated_keys(self, queues: list[str], limit: int, after: str = "") -> list[str]:
-        """Up to ``limit`` rate keys with due READY jobs in ``queues``, in the
-        database's order: those after ``after``, then from the first. A
-        worker passes the last key of its previous look, so that its looks
-        go round every key, however many there are (one per customer, say),
-        and keys past the first ``limit`` never wait for ever."""
+        """Up to ``limit`` rate keys with due READY jobs in ``queues``, going
+        round them (``keys_round()``) from the key after ``after``."""
         due = self.due().filter(queue_name__in=queues, concurrency_key__isnull=True, rate_key__isnull=False)
-
-        def first(rows: JobRows, n: int) -> list[str]:
-            return cast(
-                "list[str]", list(rows.order_by("rate_key").values_list("rate_key", flat=True).distinct()[:n])
-            )
-
-        keys = first(due.filter(rate_key__gt=after), limit) if after else first(due, limit)
-        if after and len(keys) < limit:
-            keys += first(due.filter(rate_key__lte=after), limit - len(keys))
-        return keys
+        return due.keys_round("rate_key", limit, after)
 
     def busy_rate_keys(self, keys: list[str]) -> dict[str, float]:
         """Of ``keys``, those whose every slot is taken, with the seconds

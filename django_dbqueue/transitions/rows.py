@@ -34,6 +34,21 @@ class JobRows(models.QuerySet["Job", "Job"]):
         """READY jobs due at ``now`` (default: the database's now)."""
         return self.ready().filter(run_after__lte=now or DbNow())
 
+    def keys_round(self, column: str, limit: int, after: str = "") -> list[str]:
+        """Up to ``limit`` distinct values of the key ``column`` among these
+        rows, in the database's order: those after ``after``, then from the
+        first. A worker passes the last key of its previous look, so that
+        its looks go round every key and none waits for ever, however many
+        there are (one per customer, say)."""
+
+        def first(rows: JobRows, n: int) -> list[str]:
+            return list(rows.order_by(column).values_list(column, flat=True).distinct()[:n])
+
+        keys = first(self.filter(**{f"{column}__gt": after}), limit) if after else first(self, limit)
+        if after and len(keys) < limit:
+            keys += first(self.filter(**{f"{column}__lte": after}), limit - len(keys))
+        return keys
+
     def unlimited(self) -> Self:
         """Jobs without a concurrency limit, a rate limit or a fairness key:
         the ordinary claim's. For the claim index ``concurrency_key IS NULL
