@@ -89,6 +89,28 @@ def test_a_connection_killed_in_the_middle_of_a_claim_rolls_the_claim_back():
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_connection_killed_in_the_middle_of_a_rate_claim_spends_no_slot_and_claims_nothing():
+    from django_dbqueue.models import RateSlot
+
+    Job.objects.bulk_create(
+        [Job(task_path="demo.tasks.noop", rate_key="k", rate_limit="2/h") for _ in range(3)]
+    )
+
+    def moves_a_slot(sql: str) -> bool:
+        return sql.startswith("UPDATE") and "rateslot" in sql and "`free_at` = " in sql
+
+    with kill_connection_before(moves_a_slot) as killed, pytest.raises(OperationalError):
+        Job.objects.claim_rated("w1", ["default"], "k", room=10)
+    assert killed, "the rate claim never reached its slots' UPDATE"
+    connection.close()
+    # The jobs' mark and the slots' move were one transaction: neither happened.
+    assert set(Job.objects.values_list("status", "owner", "attempts")) == {("READY", None, 0)}
+    assert Job.objects.claim_rated("w2", ["default"], "k", room=10)[0] != [], "the slots are free"
+    assert Job.objects.filter(status="RUNNING", owner="w2").count() == 1, "a tenth of the slots, at least one"
+    assert RateSlot.objects.filter(key="k").count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_worker_whose_connection_is_killed_mid_claim_and_mid_outcome_loses_nothing(caplog):
     keys = [f"k{i}" for i in range(30)]
     for key in keys:
