@@ -94,7 +94,10 @@ def test_the_scheduler_picks_up_additions_changes_pauses_and_removals_at_its_nex
     # A change of arguments applies to the runs after it.
     row.args = [10, 20]
     row.save()
-    wait_for(lambda: read_utc("default") > as_aware(runs[-1]) + timedelta(seconds=1), interval=0.05)
+    # Times count from the change (updated_at), which may be seconds after the
+    # last run when the ticks above were slow: wait for a whole second past it.
+    changed = as_aware(row.updated_at).replace(microsecond=0)
+    wait_for(lambda: read_utc("default") > changed + timedelta(seconds=1), interval=0.05)
     scheduler.tick()
     new = [run for run in scheduled("s") if run not in runs]
     assert new and {tuple(j.args) for j in Job.objects.filter(run_after__in=new)} == {(10, 20)}
