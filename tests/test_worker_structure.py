@@ -1,12 +1,12 @@
 """The worker's rooms stay apart: no import cycle inside django_dbqueue/worker,
 counting imports inside functions and for type checking (issue 21), and no
-module past about 300 lines."""
+module over 300 lines (MAX_LINES)."""
 
 import ast
 from pathlib import Path
 
 WORKER = Path(__file__).resolve().parent.parent / "django_dbqueue" / "worker"
-MAX_LINES = 330
+MAX_LINES = 300
 
 
 def imports_within_worker() -> dict[str, set[str]]:

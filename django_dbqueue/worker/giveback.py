@@ -1,14 +1,18 @@
-"""Giving back the rest of a batch while a slow job runs.
+"""Giving back claimed jobs that never started, without costing an attempt.
+
+The worker's loop gives back the unstarted rest of its batch when the batch
+ends or the worker stops (GiveBack), and after an outage whatever it still
+holds RUNNING and never started.
 
 A worker claims a batch and runs it in order, so every job behind a slow one
 waits for it, even while other workers sit idle. The batch's unstarted jobs
 cannot be given back from the worker's main thread (it is busy running the
-slow job), so this thread watches the batch in hand (hand.py): once the job
-in hand has run for BATCH_HOLD_SECONDS, the unstarted rest goes back to
-READY at once, without costing an attempt, for whichever worker is free. The
-job in hand itself is never touched: it left the unstarted jobs before it
-started, and this thread only takes what is still there, under the batch's
-lock.
+slow job), so a thread (HoldWatch) watches the batch in hand (hand.py): once
+the job in hand has run for BATCH_HOLD_SECONDS, the unstarted rest goes back
+to READY at once, without costing an attempt, for whichever worker is free.
+The job in hand itself is never touched: it left the unstarted jobs before
+it started, and this thread only takes what is still there, under the
+batch's lock.
 """
 
 from __future__ import annotations
@@ -71,3 +75,61 @@ class HoldWatch(threading.Thread):
             self.hand.put_back(rest)
             raise
         logger.debug("Worker %s gave back %d jobs queued behind a slow one.", self.who, released)
+
+
+class GiveBack:
+    """The loop's giving back, for worker ``who``: ``release(ids)`` returns
+    its claimed jobs to the queue; ``settle()`` first records the outcomes
+    it buffered; ``stopping()`` tells whether the worker is on its way out."""
+
+    def __init__(
+        self,
+        hand: BatchInHand,
+        database: str,
+        who: str,
+        *,
+        release: Callable[[list[int]], int],
+        settle: Callable[[], None],
+        stopping: Callable[[], bool],
+    ) -> None:
+        self.hand = hand
+        self.database = database
+        self.who = who
+        self.release = release
+        self.settle = settle
+        self.stopping = stopping
+
+    def unstarted(self) -> None:
+        """Return claimed jobs that never started, without costing an attempt."""
+        ids = [job.pk for job in self.hand.take_unstarted()]
+        if not ids:
+            return
+        try:
+            released = self.release(ids)
+        except DB_ERRORS as exc:
+            if not is_outage(exc, self.database) or not self.stopping():
+                raise  # in the loop, riding out the outage gives them back once it can (orphans())
+            logger.warning(
+                "Worker %s could not give back %d unstarted jobs (%s); they return to the "
+                "queue when their lease expires.",
+                self.who,
+                len(ids),
+                exc,
+            )
+            return
+        logger.info("Worker %s gave back %d unstarted jobs.", self.who, released)
+
+    def orphans(self) -> None:
+        """After an outage: give back what this worker still holds and never started."""
+        from ..models import Job
+
+        # Successes waiting in the buffer ran: record them first. Failures are
+        # recorded at once, so what this worker still holds RUNNING after
+        # that never started (or, an atomic group's, was rolled back).
+        self.settle()
+        self.hand.take_unstarted()
+        jobs = Job.objects.using(self.database)
+        ids = list(jobs.running().filter(owner=self.who).values_list("pk", flat=True))
+        if ids:
+            released = self.release(ids)
+            logger.info("Worker %s gave back %d claimed jobs after the outage.", self.who, released)

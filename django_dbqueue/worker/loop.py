@@ -5,8 +5,9 @@ batch in hand and its proof, checked before each job without a query; when
 it cannot be shown, the database says which jobs are still its own, and the
 rest are dropped: another worker has recovered them). What it claims is
 claims.py's; how it runs and records one job, execution.py's; an outage is
-ridden out in outage.py; the unstarted rest of a batch stuck behind a slow
-job is given back by giveback.py's thread.
+ridden out in outage.py; what it claimed and did not start goes back in
+giveback.py (the unstarted rest of a batch stuck behind a slow job, by its
+thread).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ..db import DB_ERRORS, Outage, drop_connection, is_outage
 from ..status import Status
 from .claims import Claims
 from .execution import JobRunner
-from .giveback import HoldWatch
+from .giveback import GiveBack, HoldWatch
 from .hand import BatchInHand
 from .heartbeat import Heartbeat, HeartbeatThread, owner_name
 from .outage import ride_out
@@ -80,6 +81,17 @@ class Worker:
         self.stop_requested_at: float | None = None
         self.outage = Outage(f"Worker {self.name}", self.config.RECONNECT_BACKOFF_MAX)
         self.signals = StopSignals(self.name, self.request_stop)
+        self.runner = JobRunner(
+            backend, self.name, self.outage, slot=self.slot, give_up=self._give_up, batch=self.batch
+        )
+        self.give_back = GiveBack(
+            self.hand,
+            self.database,
+            self.name,
+            release=self.runner.release,
+            settle=self.runner.settle,
+            stopping=lambda: self.stopping,
+        )
         self.claims = Claims(
             self.database,
             self.name,
@@ -87,12 +99,9 @@ class Worker:
             size=self.batch,
             lease=self.lease,
             poll_max=self.config.POLL_INTERVAL_MAX,
-            release=self.release,
+            release=self.runner.release,
             weights=self.config.FAIRNESS_WEIGHTS,
             rate_limits=self.config.RATE_LIMITS,
-        )
-        self.runner = JobRunner(
-            backend, self.name, self.outage, slot=self.slot, give_up=self._give_up, batch=self.batch
         )
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -107,7 +116,7 @@ class Worker:
         else:
             self.signals.watch_parent(self.state.stop)
         hold_watch = HoldWatch(
-            self.hand, self.release, self.database, self.name, self.config.BATCH_HOLD_SECONDS
+            self.hand, self.runner.release, self.database, self.name, self.config.BATCH_HOLD_SECONDS
         )
         hold_watch.start()
         soft_stop = SoftStopWatch(self.runner.control, self.config.CANCEL_GRACE_SECONDS)
@@ -178,7 +187,7 @@ class Worker:
             # runs out, recovery requeues them and they run again.
             logger.exception("Worker %s could not record %d outcomes.", self.name, len(self.runner.outcomes))
             drop_connection(self.database)
-        self._give_back()
+        self.give_back.unstarted()
 
     # -- the loop ------------------------------------------------------------------
 
@@ -248,7 +257,7 @@ class Worker:
             if self.runner.due():
                 self.runner.settle()
         self.runner.settle()
-        self._give_back()
+        self.give_back.unstarted()
 
     def _holds(self, job: Job) -> bool:
         """Whether this worker can show it still holds ``job``: by its own
@@ -278,49 +287,9 @@ class Worker:
             self.outage,
             wait=self.wake.wait,
             stopping=lambda: self.stopping,
-            give_back=self._give_back_orphans,
+            give_back=self.give_back.orphans,
             who=self.name,
         )
-
-    def _give_back_orphans(self) -> None:
-        from ..models import Job
-
-        # Successes waiting in the buffer ran: record them first. Failures are
-        # recorded at once, so what this worker still holds RUNNING after
-        # that never started (or, an atomic group's, was rolled back).
-        self.runner.settle()
-        self.hand.take_unstarted()
-        jobs = Job.objects.using(self.database)
-        ids = list(jobs.running().filter(owner=self.name).values_list("pk", flat=True))
-        if ids:
-            released = self.release(ids)
-            logger.info("Worker %s gave back %d claimed jobs after the outage.", self.name, released)
-
-    def _give_back(self) -> None:
-        """Return claimed jobs that never started, without costing an attempt."""
-        ids = [job.pk for job in self.hand.take_unstarted()]
-        if not ids:
-            return
-        try:
-            released = self.release(ids)
-        except DB_ERRORS as exc:
-            if not is_outage(exc, self.database) or not self.stopping:
-                raise  # in the loop, _ride_out() gives them back once it can
-            logger.warning(
-                "Worker %s could not give back %d unstarted jobs (%s); they return to the "
-                "queue when their lease expires.",
-                self.name,
-                len(ids),
-                exc,
-            )
-            return
-        logger.info("Worker %s gave back %d unstarted jobs.", self.name, released)
-
-    def release(self, ids: list[int]) -> int:
-        """Give claimed jobs that never started back to the queue."""
-        from ..models import Job
-
-        return Job.objects.using(self.database).release(self.name, ids)
 
     def _count(self, failed: bool) -> None:
         # Shared with the supervisor after every job, not every batch: it tells

@@ -6,7 +6,7 @@ Python code and every call Python retries after a signal, but not a task
 stuck in one C call that holds the GIL, nor a worker that was paused
 (SIGSTOP). So the supervisor watches the same moments in shared memory,
 HARD_GRACE later, and SIGKILLs the worker process if it is still on the
-job; SIGKILL ends a paused process too. The supervisor then writes what the
+job (kill()); SIGKILL ends a paused process too. The supervisor then writes what the
 worker could not, itself: the worker is dead, so nothing races it, and the
 write is conditional on the dead worker's lease all the same.
 """
@@ -14,9 +14,14 @@ write is conditional on the dead worker's lease all the same.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from django.db import connections
+
+from ..db import DB_ERRORS
 from ..status import Status
 from .shared import SharedState, Slot
 from .timeouts import HARD_GRACE
@@ -98,6 +103,36 @@ class StuckWatch:
         if self.stop_deadline is None:
             return None
         return max(self.stop_deadline, slot.stop_deadline)
+
+
+def kill(process: Any, slot: Slot, overdue: Overdue, database: str) -> bool:
+    """SIGKILL the worker ``process`` (on ``slot``) that did not stop its job
+    in time, and write what it could not (record_killed); whether it died
+    (if not, nothing is written)."""
+    logger.error(overdue.describe(process.pid))
+    slot.deadline = 0.0
+    # No more heartbeats for it: without the write below, its job comes
+    # back as a dead worker's does, after one lease.
+    slot.name = ""
+    os.kill(process.pid, signal.SIGKILL)
+    process.join(HARD_GRACE)
+    if process.is_alive():
+        return False  # never write for a worker that may still write itself
+    try:
+        if record_killed(database, overdue):
+            # Counted as the worker would have: the slot has no other writer now.
+            slot.count(failed=False)
+            slot.count_control(cancelled=overdue.why == "cancel", interrupted=overdue.why == "stop")
+    except DB_ERRORS as exc:
+        logger.warning(
+            "Could not record job %d of the killed worker (%s); it returns to the queue when its "
+            "lease expires.",
+            overdue.job_id,
+            exc,
+        )
+    finally:
+        connections.close_all()  # the supervisor's next restart forks; hold nothing
+    return True
 
 
 def record_killed(database: str, overdue: Overdue) -> bool:

@@ -20,12 +20,11 @@ from django.db import connections
 
 from .. import tracing
 from ..clock import elapsed
-from ..db import DB_ERRORS
 from ..tasks_api import task_backends
 from .heartbeat import heartbeat_process_main
 from .shared import SharedState, name_process
 from .status import StatusLine
-from .stuck import Overdue, StuckWatch, record_killed
+from .stuck import StuckWatch, kill
 from .timeouts import HARD_GRACE
 
 if TYPE_CHECKING:
@@ -205,35 +204,10 @@ class Supervisor:
             if child.process is None or not child.process.is_alive():
                 continue
             overdue = self.stuck.overdue(child.index, now)
-            if overdue is not None:
-                self._kill(child, overdue)
-
-    def _kill(self, child: WorkerProcess, overdue: Overdue) -> None:
-        proc, shared = child.process, self.state.slot(child.index)
-        logger.error(overdue.describe(proc.pid))
-        shared.deadline = 0.0
-        # No more heartbeats for it: without the write below, its job comes
-        # back as a dead worker's does, after one lease.
-        shared.name = ""
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.join(HARD_GRACE)
-        if proc.is_alive():
-            return  # never write for a worker that may still write itself
-        child.killed = overdue.why != "timeout"
-        try:
-            if record_killed(self.backend.database, overdue):
-                # Counted as the worker would have: the slot has no other writer now.
-                shared.count(failed=False)
-                shared.count_control(cancelled=overdue.why == "cancel", interrupted=overdue.why == "stop")
-        except DB_ERRORS as exc:
-            logger.warning(
-                "Could not record job %d of the killed worker (%s); it returns to the queue when its "
-                "lease expires.",
-                overdue.job_id,
-                exc,
-            )
-        finally:
-            connections.close_all()  # the next restart forks; hold nothing
+            if overdue is None:
+                continue
+            if kill(child.process, self.state.slot(child.index), overdue, self.backend.database):
+                child.killed = overdue.why != "timeout"  # a cancel's or a stop's: replaced at once
 
     def _force_workers(self) -> None:
         """A forced stop: SIGQUIT to every worker, a tick after the signal
