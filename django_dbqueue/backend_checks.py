@@ -56,19 +56,45 @@ def backend_messages(backend: DatabaseBackend) -> list[checks.CheckMessage]:
 
 
 def schedule_messages(backend: DatabaseBackend) -> list[checks.CheckMessage]:
-    """E005: a schedule whose task does not load, or whose arguments do not fit it."""
+    """E005: a schedule whose task does not load, or whose arguments do not
+    fit it, or whose name another backend on the same database uses too."""
     messages: list[checks.CheckMessage] = []
     for schedule in backend.config.SCHEDULES:
+        hint = f"Fix TASKS[{backend.alias!r}]['OPTIONS']['SCHEDULES'][{schedule.name!r}]."
         problem = schedule_problem(backend, schedule)
         if problem is not None:
-            messages.append(
-                checks.Error(
-                    f"The schedule {schedule.name!r} cannot enqueue its task: {problem}",
-                    hint=f"Fix TASKS[{backend.alias!r}]['OPTIONS']['SCHEDULES'][{schedule.name!r}].",
-                    id="django_dbqueue.E005",
-                )
+            message = f"The schedule {schedule.name!r} cannot enqueue its task: {problem}"
+            messages.append(checks.Error(message, hint=hint, id="django_dbqueue.E005"))
+        other = name_clash(backend, schedule.name)
+        if other is not None:
+            message = (
+                f"The schedule {schedule.name!r} has the name of another schedule of the backend "
+                f"{other!r}, on the same database. Runs are recorded by schedule name, so the two "
+                "would share them, and each time only one of them would enqueue."
             )
+            hint = f"Rename one of them (names compare without case). {hint}"
+            messages.append(checks.Error(message, hint=hint, id="django_dbqueue.E005"))
     return messages
+
+
+def name_clash(backend: DatabaseBackend, name: str) -> str | None:
+    """The alias of a backend on ``backend``'s database with another
+    settings schedule named ``name``, without regard to case (as the stored
+    schedules' names compare with the settings', and as MySQL's default
+    collations compare the runs' names), or None."""
+    from .backend import DatabaseBackend
+    from .tasks_api import task_backends
+
+    for other in task_backends.all():
+        if not isinstance(other, DatabaseBackend) or other.options_error:
+            continue
+        if other.config.DATABASE != backend.config.DATABASE:
+            continue
+        # In its own backend, only another spelling of the name clashes.
+        names = [s.name for s in other.config.SCHEDULES if other is not backend or s.name != name]
+        if any(theirs.casefold() == name.casefold() for theirs in names):
+            return other.alias
+    return None
 
 
 def schedule_problem(backend: DatabaseBackend, schedule: Schedule) -> str | None:

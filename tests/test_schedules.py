@@ -1,5 +1,6 @@
 """Recurring jobs: parsing, the catch-up policies, DST, exactly-once enqueue."""
 
+import copy
 import threading
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
@@ -269,3 +270,42 @@ def test_a_schedule_name_with_a_slash_does_not_break_the_schedules_page(runner, 
     assert page.status_code == 200
     [error] = task_backends["default"].check()
     assert error.id == "django_dbqueue.E003" and error.msg.startswith("OPTIONS SCHEDULES['reports/daily']: ")
+
+
+def schedule_errors(settings, backends: dict) -> dict[str, list[str]]:
+    """The E005 messages of each backend in ``backends`` (its OPTIONS), all
+    configured at once beside the test project's own."""
+    tasks = {"default": copy.deepcopy(settings.TASKS["default"])}
+    for alias, options in backends.items():
+        tasks[alias] = {"BACKEND": "django_dbqueue.backend.DatabaseBackend", "OPTIONS": options}
+    settings.TASKS = tasks
+    return {
+        alias: [m.msg for m in task_backends[alias].check() if m.id == "django_dbqueue.E005"]
+        for alias in backends
+    }
+
+
+def test_two_backends_on_one_database_may_not_share_a_schedule_name(settings):
+    nightly = {"task": "demo.tasks.noop", "cron": "0 3 * * *"}
+    errors = schedule_errors(
+        settings, {"a": {"SCHEDULES": {"Nightly": nightly}}, "b": {"SCHEDULES": {"nightly": nightly}}}
+    )
+    assert errors == {
+        "a": [
+            "The schedule 'Nightly' has the name of another schedule of the backend 'b', on the same "
+            "database. Runs are recorded by schedule name, so the two would share them, and each "
+            "time only one of them would enqueue."
+        ],
+        "b": [errors["a"][0].replace("'Nightly'", "'nightly'").replace("'b'", "'a'")],
+    }
+    # Two spellings in one backend's SCHEDULES clash too; one name alone does not.
+    errors = schedule_errors(settings, {"a": {"SCHEDULES": {"Nightly": nightly, "NIGHTLY": nightly}}})
+    assert len(errors["a"]) == 2 and "backend 'a'" in errors["a"][0]
+    assert schedule_errors(settings, {"a": {"SCHEDULES": {"Nightly": nightly}}}) == {"a": []}
+
+
+def test_backends_on_different_databases_may_share_a_schedule_name(settings):
+    nightly = {"task": "demo.tasks.noop", "cron": "0 3 * * *"}
+    elsewhere = {"DATABASE": "elsewhere", "SCHEDULES": {"Nightly": nightly}}
+    errors = schedule_errors(settings, {"a": {"SCHEDULES": {"Nightly": nightly}}, "b": elsewhere})
+    assert errors == {"a": [], "b": []}
