@@ -125,8 +125,8 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
                 retry_on_conflict(lambda: insert_dependant(job, list(parents), self.database), self.database)
                 holder = job
             elif job.unique_key is None:
-                values = plan.values(job) if plan is not None else None
-                retry_on_conflict(lambda: insert_job(job, self.database, values), self.database)
+                statement = plan.statement(job) if plan is not None else None
+                retry_on_conflict(lambda: insert_job(job, self.database, statement), self.database)
                 holder = job
             else:
                 on_duplicate = getattr(task, "on_duplicate", "return")
