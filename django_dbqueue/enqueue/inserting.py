@@ -79,12 +79,15 @@ def prepared_values(job: Job, connection: Any) -> list[Any]:
     return [f.get_db_prep_save(f.pre_save(job, True), connection) for f in job_fields()]
 
 
-def insert_job(job: Job, using: str, statement: tuple[str, list[Any]] | None = None) -> None:
+def insert_job(
+    job: Job, using: str, statement: tuple[str, list[Any]] | None = None, connection: Any = None
+) -> None:
     """INSERT ``job`` and set its primary key, as ``job.save(force_insert=True)`` would.
     ``statement``: a new READY job's INSERT and its parameters (from
     Plan.statement()), which write only the columns an enqueue decides;
-    without it, every column."""
-    connection = connections[using]
+    without it, every column. ``connection``: ``using``'s, if the caller
+    has it at hand."""
+    connection = connection or connections[using]
     returning = returns_id(connection)
     if statement is None:
         statement = _every_column_sql(connection.vendor, using), prepared_values(job, connection)

@@ -32,7 +32,7 @@ from ..payload import encode_arguments
 from ..tasks_api import TaskResultStatus
 from ..tracing import trace_context
 from ..workflows.context import batch_fields
-from .inserting import column_field, insert_statement
+from .inserting import column_field, insert_job, insert_statement
 from .keys import call_keys, is_keyed
 from .metadata import TRACE_KEY, check_metadata
 from .results import JobResult, new_result
@@ -146,14 +146,22 @@ class Plan:
         job._state = ModelState()
         return job
 
-    def statement(self, job: Job) -> tuple[str, list[Any]]:
+    def insert(self, job: Job) -> None:
+        """Write a new READY job made by :meth:`job` (see :meth:`statement`)."""
+        connection = connections[self.database]
+        insert_job(job, self.database, self.statement(job, connection), connection)
+
+    def statement(self, job: Job, connection: Any = None) -> tuple[str, list[Any]]:
         """The INSERT of a new READY job made by :meth:`job`, and its
         parameters, prepared as save() would: the task's columns once (most
         of them literals in the statement), the call's now. Every other
         column is left to its database default."""
-        connection = connections[self.database]
+        connection = connection or connections[self.database]
         args, kwargs, now = job.args, job.kwargs, job.enqueued_at
-        enqueued_at = column_field("enqueued_at").get_db_prep_save(now, connection)
+        # The database clock's time (backend.now()), in Django's form already:
+        # what the field's get_prep_value() checks holds, so only the
+        # backend's adaptation is left.
+        enqueued_at = connection.ops.adapt_datetimefield_value(now)
         params = [*self.constant]
         # An empty list or dict is the template's, prepared already (and
         # most often a literal in the statement).
