@@ -96,9 +96,15 @@ def insert_job(
         if returning:
             job.pk = cursor.fetchone()[0]
         else:
-            pk_column = cast(str, job._meta.pk.column)
-            job.pk = connection.ops.last_insert_id(cursor, job._meta.db_table, pk_column)
+            job.pk = connection.ops.last_insert_id(cursor, job._meta.db_table, _pk_column())
     _saved(job, using)
+
+
+@functools.cache
+def _pk_column() -> str:
+    from ..models import Job
+
+    return cast(str, Job._meta.pk.column)
 
 
 def insert_rows(jobs: list[Job], values: list[list[Any]], using: str) -> None:
