@@ -48,7 +48,7 @@ def main() -> None:
                 plan = backend.plan(add)
                 job = plan.job((i, 2), {}, backend.now())
                 check_arguments(add, job.args, job.kwargs)
-                plan.values(job)
+                plan.statement(job) if hasattr(plan, "statement") else plan.values(job)
                 job.pk = i
                 result = plan.result(backend, job)
             else:

@@ -125,8 +125,10 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
                 retry_on_conflict(lambda: insert_dependant(job, list(parents), self.database), self.database)
                 holder = job
             elif job.unique_key is None:
-                values = plan.values(job) if plan is not None else None
-                retry_on_conflict(lambda: insert_job(job, self.database, values), self.database)
+                if plan is not None:
+                    retry_on_conflict(lambda: plan.insert(job), self.database)
+                else:
+                    retry_on_conflict(lambda: insert_job(job, self.database), self.database)
                 holder = job
             else:
                 on_duplicate = getattr(task, "on_duplicate", "return")

@@ -6,9 +6,6 @@ instead of a raw "table doesn't exist" (or, for ``runqueue``, a crash loop).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 
 from .exceptions import QueueNotMigrated
@@ -70,13 +67,20 @@ def is_missing_schema(exc: BaseException) -> bool:
     return any(text in str(exc) for text in SQLITE_MISSING)
 
 
-@contextmanager
-def schema_required(alias: str, database: str) -> Iterator[None]:
+class schema_required:  # noqa: N801 (used as a function: with schema_required(...): ...)
     """Turn a missing table or column of the queue, met inside, into
-    :class:`~django_dbqueue.exceptions.QueueNotMigrated` that says to migrate."""
-    try:
-        yield
-    except DatabaseError as exc:
-        if is_missing_schema(exc):
-            raise QueueNotMigrated(not_migrated_message(alias, database)) from exc
-        raise
+    :class:`~django_dbqueue.exceptions.QueueNotMigrated` that says to migrate.
+    A class, not a @contextmanager: every enqueue enters it, and the
+    generator's machinery cost more than the check."""
+
+    __slots__ = ("alias", "database")
+
+    def __init__(self, alias: str, database: str) -> None:
+        self.alias, self.database = alias, database
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, DatabaseError) and is_missing_schema(exc):
+            raise QueueNotMigrated(not_migrated_message(self.alias, self.database)) from exc

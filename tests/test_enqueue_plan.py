@@ -8,8 +8,11 @@ import inspect
 from datetime import datetime, timedelta
 
 import pytest
+from django.conf import settings
+from django.db import connections
 from django.db.models.signals import pre_init
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from demo import tasks
@@ -28,7 +31,7 @@ def stored_and_built(task, *args, **kwargs) -> tuple[Job, Job]:
     backend = default_task_backend
     plan = backend.plan(task)
     job = plan.job(args, kwargs, backend.now())
-    insert_job(job, backend.database, plan.values(job))
+    insert_job(job, backend.database, plan.statement(job))
     return Job.objects.get(pk=job.pk), job
 
 
@@ -44,7 +47,8 @@ def stored_and_built(task, *args, **kwargs) -> tuple[Job, Job]:
 def test_every_column_left_to_its_default_holds_the_models_default(make, args):
     row, job = stored_and_built(make(), *args)
 
-    written, _ = default_task_backend.plan(make()).values(job)
+    sql, _ = default_task_backend.plan(make()).statement(job)
+    written = sql[sql.index("(") + 1 : sql.index(")")].split(", ")
     assert len(written) < len(job_fields()) / 2, "most columns are left to their database default"
     for field in job_fields():
         assert getattr(row, field.attname) == getattr(job, field.attname), field.attname
@@ -161,3 +165,61 @@ def test_the_quick_arity_check_answers_as_bind_does(func):
                 assert fits == binds, (args, kwargs)
             else:
                 assert not fits, "any other shape is left to bind"
+
+
+def test_the_tasks_constant_columns_are_literals_and_the_calls_values_parameters():
+    backend = default_task_backend
+    plan = backend.plan(tasks.noop)
+    sql, params = plan.statement(plan.job((), {}, backend.now()))
+    assert f"'{tasks.noop.module_path}'" in sql
+    assert "'default'" in sql
+    assert tasks.noop.module_path not in params and "default" not in params
+    if connections[backend.database].vendor != "postgresql":
+        assert len(params) == 2, "the two times"
+    # (On PostgreSQL, the integers and the empty JSON are prepared as
+    # psycopg's typed wrappers, and stay parameters.)
+
+
+# Quotes, backslashes and every driver's parameter markers, in a queue name
+# that QUEUES allows: written as a parameter, escaped by the driver.
+ODD_QUEUE = 'o\'brien "%s" 100% \\ ? %(x)s :x $1'
+
+
+@pytest.mark.parametrize(
+    ("make", "args", "kwargs"),
+    [
+        (lambda: tasks.noop, (), {}),
+        (lambda: tasks.record, (ODD_QUEUE,), {}),
+        (lambda: tasks.record, (), {"key": ODD_QUEUE}),
+    ],
+    ids=["no arguments", "the name as an argument too", "and as a keyword argument"],
+)
+def test_a_queue_name_with_quotes_and_parameter_markers_round_trips(make, args, kwargs):
+    setting = {"default": {**settings.TASKS["default"], "QUEUES": ["default", ODD_QUEUE]}}
+    with override_settings(TASKS=setting):
+        task = make().using(queue_name=ODD_QUEUE)
+        plan = task.get_backend().plan(task)
+        assert "%s" in plan.marks, "the name is a parameter"
+        results = [task.enqueue(*args, **kwargs) for _ in range(2)]  # the second from the plan
+        for result in results:
+            row = Job.objects.get(pk=result.id)
+            assert (row.queue_name, row.task_path) == (ODD_QUEUE, task.module_path)
+            assert (row.args, row.kwargs) == (list(args), kwargs)
+            assert result.task.queue_name == ODD_QUEUE and result.args == list(args)
+
+
+def test_execute_wrappers_and_the_query_log_see_the_insert():
+    seen: list[tuple[str, tuple]] = []
+
+    def wrapper(execute, sql, params, many, context):
+        seen.append((sql, tuple(params or ())))
+        return execute(sql, params, many, context)
+
+    connection = connections[default_task_backend.database]
+    tasks.noop.enqueue()  # the plan made and the clock read outside
+    with connection.execute_wrapper(wrapper), CaptureQueriesContext(connection) as logged:
+        result = tasks.add.enqueue(2, 3)
+    inserts = [sql for sql, _ in seen if sql.startswith("INSERT INTO")]
+    assert len(inserts) == 1 and Job._meta.db_table in inserts[0]
+    assert [query["sql"] for query in logged.captured_queries if query["sql"].startswith("INSERT")]
+    assert Job.objects.get(pk=result.id).args == [2, 3]

@@ -8,9 +8,10 @@ values go through each field's own ``get_db_prep_save``, exactly as save()
 would prepare them. Like ``bulk_create()``, this sends no pre_save/post_save.
 
 A new READY job from an enqueue writes only the columns its task or its
-call sets, with values a plan prepared (enqueue/plan.py): every other column starts at its
-database default, which is the model's default too, so the row and the
-instance agree. Preparing the 33 columns took more Python than the
+call sets, in a statement its plan made (enqueue/plan.py), with the task's
+constants as literals where they need no escaping: every other column
+starts at its database default, which is the model's default too, so the
+row and the instance agree. Preparing the 33 columns took more Python than the
 INSERT's round trip; the plain-SQL INSERT it is measured against leaves
 those columns to their defaults as well.
 """
@@ -39,21 +40,38 @@ def column_field(attname: str) -> Any:
     return next(f for f in job_fields() if f.attname == attname)
 
 
-def _insert_sql(connection: Any, rows: int, returning: bool, fields: tuple[Any, ...] = ()) -> str:
+def _insert_sql(
+    connection: Any, rows: int, returning: bool, fields: tuple[Any, ...] = (), marks: tuple[str, ...] = ()
+) -> str:
+    """The INSERT of ``rows`` rows of ``fields`` (every column by default),
+    each value a parameter, or in a single row the SQL ``marks`` give."""
     from ..models import Job
 
     quote, meta = connection.ops.quote_name, Job._meta
     fields = fields or job_fields()
-    row = "({})".format(", ".join(["%s"] * len(fields)))
+    row = "({})".format(", ".join(marks or ["%s"] * len(fields)))
     sql = "INSERT INTO {} ({}) VALUES {}".format(
         quote(meta.db_table), ", ".join(quote(f.column) for f in fields), ", ".join([row] * rows)
     )
     return sql + f" RETURNING {quote(meta.pk.column)}" if returning else sql
 
 
-@functools.lru_cache(maxsize=64)
-def _single_sql(vendor: str, alias: str, returning: bool, columns: tuple[str, ...]) -> str:
-    return _insert_sql(connections[alias], 1, returning, tuple(column_field(name) for name in columns))
+def returns_id(connection: Any) -> bool:
+    """Whether an INSERT reads the new id back with ``RETURNING``: MySQL,
+    MariaDB and SQLite hand it back with the INSERT itself."""
+    return connection.vendor not in ("mysql", "sqlite")
+
+
+def insert_statement(connection: Any, columns: tuple[str, ...], marks: tuple[str, ...]) -> str:
+    """A one-row INSERT of ``columns`` (attnames), each written as its
+    entry in ``marks``: a parameter (``%s``) or an SQL literal."""
+    fields = tuple(column_field(name) for name in columns)
+    return _insert_sql(connection, 1, returns_id(connection), fields, marks)
+
+
+@functools.lru_cache(maxsize=8)
+def _every_column_sql(vendor: str, alias: str) -> str:
+    return _insert_sql(connections[alias], 1, returns_id(connections[alias]))
 
 
 def prepared_values(job: Job, connection: Any) -> list[Any]:
@@ -61,23 +79,32 @@ def prepared_values(job: Job, connection: Any) -> list[Any]:
     return [f.get_db_prep_save(f.pre_save(job, True), connection) for f in job_fields()]
 
 
-def insert_job(job: Job, using: str, enqueued: tuple[tuple[str, ...], list[Any]] | None = None) -> None:
+def insert_job(
+    job: Job, using: str, statement: tuple[str, list[Any]] | None = None, connection: Any = None
+) -> None:
     """INSERT ``job`` and set its primary key, as ``job.save(force_insert=True)`` would.
-    ``enqueued``: a new READY job's columns and their prepared values (from
-    Plan.values()), the only ones written; without it, every column."""
-    connection = connections[using]
-    # MySQL/MariaDB and SQLite hand the new id back with the INSERT itself.
-    returning = connection.vendor not in ("mysql", "sqlite")
-    columns, values = enqueued or ((), None)
-    sql = _single_sql(connection.vendor, using, returning, columns)
+    ``statement``: a new READY job's INSERT and its parameters (from
+    Plan.statement()), which write only the columns an enqueue decides;
+    without it, every column. ``connection``: ``using``'s, if the caller
+    has it at hand."""
+    connection = connection or connections[using]
+    returning = returns_id(connection)
+    if statement is None:
+        statement = _every_column_sql(connection.vendor, using), prepared_values(job, connection)
     with connection.cursor() as cursor:
-        cursor.execute(sql, prepared_values(job, connection) if values is None else values)
+        cursor.execute(*statement)
         if returning:
             job.pk = cursor.fetchone()[0]
         else:
-            pk_column = cast(str, job._meta.pk.column)
-            job.pk = connection.ops.last_insert_id(cursor, job._meta.db_table, pk_column)
+            job.pk = connection.ops.last_insert_id(cursor, job._meta.db_table, _pk_column())
     _saved(job, using)
+
+
+@functools.cache
+def _pk_column() -> str:
+    from ..models import Job
+
+    return cast(str, Job._meta.pk.column)
 
 
 def insert_rows(jobs: list[Job], values: list[list[Any]], using: str) -> None:

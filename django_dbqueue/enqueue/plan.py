@@ -18,6 +18,7 @@ validation reads ``USE_TZ``, and the module check reads the app registry.
 
 from __future__ import annotations
 
+import re
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,7 @@ from ..payload import encode_arguments
 from ..tasks_api import TaskResultStatus
 from ..tracing import trace_context
 from ..workflows.context import batch_fields
-from .inserting import column_field
+from .inserting import column_field, insert_job, insert_statement
 from .keys import call_keys, is_keyed
 from .metadata import TRACE_KEY, check_metadata
 from .results import JobResult, new_result
@@ -60,12 +61,15 @@ class Plan:
         "constant",
         "database",
         "empty",
+        "empty_marks",
         "keyed",
         "limit",
+        "marks",
         "metadata",
         "model",
         "rate_limits",
         "run_after",
+        "statements",
         "task",
         "template",
     )
@@ -98,11 +102,16 @@ class Plan:
         own = [*TASK_COLUMNS, *(name for name, default in WORKFLOW_DEFAULTS if getattr(job, name) != default)]
         self.columns = (*own, *CALL_COLUMNS, *(KEY_COLUMNS if self.keyed else ()))
         connection = connections[self.database]
-        # Prepared by each field exactly as save() would.
-        self.constant = [column_field(name).get_db_prep_save(getattr(job, name), connection) for name in own]
+        # Prepared by each field exactly as save() would; written into the
+        # statement as literals where they need no escaping (see literal()).
+        constant = [column_field(name).get_db_prep_save(getattr(job, name), connection) for name in own]
+        self.marks = tuple(literal(value) or "%s" for value in constant)
+        self.constant = [value for value in constant if literal(value) is None]
         self.empty = [
             column_field(name).get_db_prep_save(getattr(job, name), connection) for name in ("args", "kwargs")
         ]
+        self.empty_marks = tuple(literal(value) for value in self.empty)
+        self.statements: dict[tuple[bool, ...], str] = {}
 
     def job(self, args: Any, kwargs: Any, now: datetime, keys: bool = True) -> Job:
         """An unsaved Job for one call, its arguments checked as JSON; with
@@ -128,7 +137,11 @@ class Plan:
             metadata = {**metadata, TRACE_KEY: context}
         fields["metadata"] = dict(metadata) if metadata else {}
         Job = self.model
-        if pre_init.has_listeners(Job) or post_init.has_listeners(Job):
+        # .receivers first: has_listeners() looks the sender up, and most
+        # projects connect neither signal at all.
+        if (pre_init.receivers and pre_init.has_listeners(Job)) or (
+            post_init.receivers and post_init.has_listeners(Job)
+        ):
             return Job(**fields)  # a receiver hears of every instance, as before
         # What Model.__init__ leaves behind for these values, without walking
         # every field for its default again.
@@ -137,33 +150,67 @@ class Plan:
         job._state = ModelState()
         return job
 
-    def values(self, job: Job) -> tuple[tuple[str, ...], list[Any]]:
-        """The columns to write for a new READY job made by :meth:`job`, and
-        their values, prepared as save() would: the task's once, the call's
-        now. Every other column is left to its database default."""
+    def insert(self, job: Job) -> None:
+        """Write a new READY job made by :meth:`job` (see :meth:`statement`)."""
         connection = connections[self.database]
+        insert_job(job, self.database, self.statement(job, connection), connection)
+
+    def statement(self, job: Job, connection: Any = None) -> tuple[str, list[Any]]:
+        """The INSERT of a new READY job made by :meth:`job`, and its
+        parameters, prepared as save() would: the task's columns once (most
+        of them literals in the statement), the call's now. Every other
+        column is left to its database default."""
+        connection = connection or connections[self.database]
         args, kwargs, now = job.args, job.kwargs, job.enqueued_at
-        enqueued_at = column_field("enqueued_at").get_db_prep_save(now, connection)
-        row = [
-            *self.constant,
-            # An empty list or dict is the template's, prepared already.
-            column_field("args").get_db_prep_save(args, connection) if args else self.empty[0],
-            column_field("kwargs").get_db_prep_save(kwargs, connection) if kwargs else self.empty[1],
-            enqueued_at if job.run_after is now else _prepared("run_after", job.run_after, connection),
-            enqueued_at,
-        ]
-        columns = self.columns
+        # The database clock's time (backend.now()), in Django's form already:
+        # what the field's get_prep_value() checks holds, so only the
+        # backend's adaptation is left.
+        enqueued_at = connection.ops.adapt_datetimefield_value(now)
+        params = [*self.constant]
+        # An empty list or dict is the template's, prepared already (and
+        # most often a literal in the statement).
+        if args:
+            params.append(column_field("args").get_db_prep_save(args, connection))
+        elif self.empty_marks[0] is None:
+            params.append(self.empty[0])
+        if kwargs:
+            params.append(column_field("kwargs").get_db_prep_save(kwargs, connection))
+        elif self.empty_marks[1] is None:
+            params.append(self.empty[1])
+        params.append(
+            enqueued_at if job.run_after is now else _prepared("run_after", job.run_after, connection)
+        )
+        params.append(enqueued_at)
         if self.keyed:
-            row += [_prepared(name, getattr(job, name), connection) for name in KEY_COLUMNS]
-        batch = job.batch_id
+            params += [_prepared(name, getattr(job, name), connection) for name in KEY_COLUMNS]
+        batch, metadata = job.batch_id, job.metadata
         if batch is not None:
-            columns = (*columns, "batch_id")
-            row.append(column_field("batch_id").get_db_prep_save(batch, connection))
-        metadata = job.metadata
+            params.append(column_field("batch_id").get_db_prep_save(batch, connection))
         if metadata:
-            columns = (*columns, "metadata")
-            row.append(column_field("metadata").get_db_prep_save(metadata, connection))
-        return columns, row
+            params.append(column_field("metadata").get_db_prep_save(metadata, connection))
+        shape = (bool(args), bool(kwargs), batch is not None, bool(metadata))
+        sql = self.statements.get(shape)
+        if sql is None:
+            sql = self.statements[shape] = insert_statement(connection, *self.written(shape))
+        return sql, params
+
+    def written(self, shape: tuple[bool, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The columns a statement of ``shape`` (whether the call has args,
+        kwargs, a batch, metadata) writes, and how each is written: a
+        parameter or a literal."""
+        has_args, has_kwargs, in_batch, has_metadata = shape
+        columns = (
+            *self.columns,
+            *(("batch_id",) if in_batch else ()),
+            *(("metadata",) if has_metadata else ()),
+        )
+        marks = (
+            *self.marks,
+            "%s" if has_args else self.empty_marks[0] or "%s",
+            "%s" if has_kwargs else self.empty_marks[1] or "%s",
+            *["%s"] * (len(columns) - len(self.marks) - 2),
+        )
+        return columns, marks
 
     def result(self, backend: DatabaseBackend, job: Job) -> JobResult:
         """What ``backend.to_result(job, task)`` makes of the new READY job
@@ -191,6 +238,24 @@ class Plan:
         if job.metadata:
             object.__setattr__(result, "_metadata", job.metadata)
         return result
+
+
+# What a constant string may hold to be written into the statement as it
+# is, between single quotes: nothing any of the databases' string syntaxes
+# or the drivers' parameter markers (%s, and SQLite's ?) give a meaning to,
+# in any character set or SQL mode. Anything else stays a parameter.
+PLAIN = re.compile(r"[A-Za-z0-9_.<>\[\]{}\- ]*")
+
+
+def literal(value: Any) -> str | None:
+    """``value`` as an SQL literal, if it is an int or a string that needs
+    no escaping (``PLAIN``); None for anything else, which stays a
+    parameter for the driver to escape."""
+    if type(value) is int:
+        return str(value)
+    if type(value) is str and PLAIN.fullmatch(value):
+        return f"'{value}'"
+    return None
 
 
 def _prepared(name: str, value: Any, connection: Any) -> Any:
