@@ -52,6 +52,15 @@ class Drain:
         conn.close()
         self.runqueue = Runqueue(["--processes", str(WORKERS)], log, {**env, **worker_env})
 
+    def add(self, count: int, prefix: str) -> None:
+        """``count`` more plain jobs, keyed ``prefix0`` on, written through the proxy."""
+        rows = [("demo.tasks.record", json.dumps([f"{prefix}{i}"])) for i in range(count)]
+        conn = self.cluster.connect(DATABASE)
+        with conn.cursor() as cursor:
+            cursor.executemany("INSERT INTO django_dbqueue_job (task_path, args) VALUES (%s, %s)", rows)
+        conn.close()
+        self.jobs += count
+
     def one(self, sql: str) -> int:
         for _ in range(200):  # through a failover: the proxy answers again within seconds
             try:
@@ -157,8 +166,11 @@ def test_a_node_that_leaves_and_rejoins_is_an_outage_only_for_its_own_workers(cl
     try:
         drain.wait_finished(300)
         leaving.stop()  # a clean shutdown: it leaves the cluster
+        # The writer's workers carry on meanwhile, with jobs enqueued after
+        # it left (on a fast machine they may have drained the first ones).
         before = drain.finished()
-        drain.wait_finished(before + 100, timeout=60)  # the writer's workers carry on meanwhile
+        drain.add(300, "late-")
+        drain.wait_finished(before + 300, timeout=60)
         time.sleep(2)
         left_at = time.monotonic()
         leaving.launch()
@@ -178,6 +190,7 @@ def test_a_node_that_leaves_and_rejoins_is_an_outage_only_for_its_own_workers(cl
 
     assert drain.lost() == 0
     assert drain.duplicates("chaos-") <= 2  # each direct worker's job in hand at the shutdown
+    assert drain.duplicates("late-") == 0  # enqueued after the shutdown
     assert "lost the database connection" not in log, "the node leaving is no outage for the writer's workers"
     assert direct_code == 0
     assert_rode_it_out(direct_log)
