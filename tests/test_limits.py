@@ -225,3 +225,65 @@ def test_while_ordinary_jobs_fill_every_claim_each_look_takes_the_next_key_so_ev
         claims.next_look = 0.0  # a second later
         claimed += claims.claim(Job.objects.all(), ["default"], "w", room=0, lease=60.0)  # claims full
     assert sorted(job.concurrency_key for job in claimed) == keys, "one of each key, each in its turn"
+
+
+@pytest.mark.django_db
+def test_the_lock_row_of_a_key_with_no_unfinished_job_is_pruned_and_made_again_when_needed():
+    from django_dbqueue.operations.retention import delete_idle_locks
+
+    # done: its one job finished; live: one RUNNING, one READY; parked: one
+    # WAITING for a parent (its row made by hand: no claim met it yet).
+    done, live = limited(1, key="done", limit=1), limited(2, key="live", limit=1)
+    Job.objects.filter(pk=limited(1, key="parked", limit=1)[0].pk).update(status="WAITING")
+    for key in ("done", "live"):
+        assert len(Job.objects.claim_limited("a", ["default"], [key])) == 1
+    now = timezone.now()
+    Job.objects.record_successes("a", [Finished(Job.objects.get(pk=done[0].pk), now, now)])
+    ConcurrencyLock.objects.create(key="parked")
+    assert set(ConcurrencyLock.objects.values_list("key", flat=True)) == {"done", "live", "parked"}
+
+    assert delete_idle_locks("default") == 1
+    assert set(ConcurrencyLock.objects.values_list("key", flat=True)) == {"live", "parked"}
+    assert delete_idle_locks("default") == 0
+
+    # A new job of the key: its claim makes the row again, and the limit still holds.
+    again = limited(2, key="done", limit=1)
+    assert [j.pk for j in Job.objects.claim_limited("b", ["default"], ["done"])] == [again[0].pk]
+    assert Job.objects.claim_limited("c", ["default"], ["done"]) == []
+    assert ConcurrencyLock.objects.filter(key="done").count() == 1
+    assert [j.pk for j in Job.objects.claim_limited("c", ["default"], ["live"])] == []
+    assert Job.objects.get(pk=live[1].pk).status == "READY"
+
+
+@needs_row_locks
+@pytest.mark.django_db(transaction=True)
+def test_a_lock_row_a_claim_holds_is_not_pruned():
+    import threading
+
+    from django.db import connections, transaction
+
+    from django_dbqueue.operations.retention import delete_idle_locks
+
+    ConcurrencyLock.objects.create(key="held")
+    ConcurrencyLock.objects.create(key="free")
+    locked, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                list(ConcurrencyLock.objects.select_for_update().filter(key="held"))
+                locked.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert locked.wait(30)
+        assert delete_idle_locks("default") == 1, "the free one goes, without waiting for the held one"
+        assert list(ConcurrencyLock.objects.values_list("key", flat=True)) == ["held"]
+    finally:
+        release.set()
+        holder.join(30)
+    assert delete_idle_locks("default") == 1
