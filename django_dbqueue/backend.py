@@ -154,7 +154,7 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
             # call of this batch): one INSERT per job, each told apart.
             return [self.insert(job, task) for job in jobs]
         with schema_required(self.alias, self.database):
-            insert_jobs(self, jobs, batch_size)
+            insert_jobs(self, task, jobs, batch_size)
         return results_for(self, task, jobs)
 
     def check_enqueue(self, task: Task) -> None:

@@ -4,7 +4,7 @@ import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from demo.tasks import add, noop, send_welcome
+from demo.tasks import add, noop, per_customer, per_tenant, rated, send_welcome
 from django_dbqueue import bulk_enqueue
 from django_dbqueue.exceptions import InvalidTaskArguments
 from django_dbqueue.models import Job
@@ -79,3 +79,63 @@ def test_single_enqueue_still_returns_the_new_rows_id():
     result = add.enqueue(2, 3)
     job = Job.objects.get(pk=result.id)
     assert (job.args, job.status, job.attempts, job.worker_ids) == ([2, 3], "READY", 0, [])
+
+
+def rows_of(results) -> list[dict]:
+    """The stored rows of ``results``, in order, without what differs between
+    two enqueues of one call (the id and the times)."""
+    skip = {"id", "enqueued_at", "run_after"}
+    rows = {row["id"]: row for row in Job.objects.filter(pk__in=[r.id for r in results]).values()}
+    return [{k: v for k, v in rows[int(r.id)].items() if k not in skip} for r in results]
+
+
+@pytest.mark.parametrize(
+    ("task_of", "calls"),
+    [
+        # Empty and given arguments in one bulk: every row one shape.
+        (lambda: add, [((1, 2), {}), ((), {"a": 1, "b": 2}), ((1,), {"b": 2})]),
+        (lambda: noop, [((), {}), ((), {})]),
+        # Per-call keys, a key function returning None for some calls.
+        (
+            lambda: per_tenant.using(fairness_key=lambda tenant, index: None if tenant == "-" else tenant),
+            [(("-", 1), {}), (("acme", 2), {}), (("o'brien %s", 3), {})],
+        ),
+        (lambda: rated, [(("c1", 1), {}), (("c2", 2), {})]),
+        (lambda: per_customer, [(("x", 1, 0.0), {}), (("y", 2, 0.0), {})]),
+        (lambda: send_welcome.using(priority=-3, queue_name="slow"), [((7,), {})]),
+    ],
+)
+def test_bulk_rows_are_the_rows_enqueue_writes_one_by_one(task_of, calls):
+    task = task_of()
+    bulk = bulk_enqueue(task, calls, batch_size=2)
+    one_by_one = [task.enqueue(*args, **kwargs) for args, kwargs in calls]
+    assert rows_of(bulk) == rows_of(one_by_one)
+    assert [(r.args, r.kwargs, r.status, r.task.queue_name) for r in bulk] == [
+        (r.args, r.kwargs, r.status, r.task.queue_name) for r in one_by_one
+    ]
+
+
+def test_bulk_rows_in_a_batch_with_metadata_are_the_rows_enqueue_writes():
+    from django_dbqueue import batch
+
+    task = add.using(metadata={"source": "import", "quote": "it's 100%"})
+    with batch() as group:
+        bulk = bulk_enqueue(task, [((1, 2), {}), ((3, 4), {})])
+        one_by_one = [task.enqueue(1, 2), task.enqueue(3, 4)]
+    assert rows_of(bulk) == rows_of(one_by_one)
+    assert {row["batch_id"] for row in rows_of(bulk)} == {group.id}
+    assert rows_of(bulk)[0]["metadata"] == {"source": "import", "quote": "it's 100%"}
+
+
+def test_without_insert_returning_each_row_is_its_own_insert_in_one_transaction_a_chunk(monkeypatch):
+    """MySQL's path (MariaDB, PostgreSQL and SQLite return the ids of a
+    multi-row INSERT), taken here by saying the database cannot."""
+    monkeypatch.setattr(type(connection.features), "can_return_rows_from_bulk_insert", False)
+    calls = [((1, 2), {}), ((), {"a": 1, "b": 2}), ((5, 6), {})]
+    with CaptureQueriesContext(connection) as queries:
+        bulk = bulk_enqueue(add, calls, batch_size=2)
+    inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
+    assert len(inserts) == 3
+    one_by_one = [add.enqueue(*args, **kwargs) for args, kwargs in calls]
+    assert rows_of(bulk) == rows_of(one_by_one)
+    assert len({int(r.id) for r in bulk}) == 3

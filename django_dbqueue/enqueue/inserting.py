@@ -69,6 +69,15 @@ def insert_statement(connection: Any, columns: tuple[str, ...], marks: tuple[str
     return _insert_sql(connection, 1, returns_id(connection), fields, marks)
 
 
+def insert_rows_statement(
+    connection: Any, columns: tuple[str, ...], marks: tuple[str, ...], rows: int
+) -> str:
+    """A ``rows``-row INSERT of ``columns``, each row written as ``marks``
+    say, that reads the new ids back with ``RETURNING``."""
+    fields = tuple(column_field(name) for name in columns)
+    return _insert_sql(connection, rows, True, fields, marks)
+
+
 @functools.lru_cache(maxsize=8)
 def _every_column_sql(vendor: str, alias: str) -> str:
     return _insert_sql(connections[alias], 1, returns_id(connections[alias]))
@@ -107,22 +116,24 @@ def _pk_column() -> str:
     return cast(str, Job._meta.pk.column)
 
 
-def insert_rows(jobs: list[Job], values: list[list[Any]], using: str) -> None:
-    """INSERT many rows in one statement and set each job's primary key from
-    ``RETURNING``, which lists the new rows in VALUES order (Django's
-    bulk_create relies on the same)."""
+def insert_rows(jobs: list[Job], sql: str, params: list[Any], using: str) -> None:
+    """Run ``sql``, an INSERT of ``jobs``' rows with ``RETURNING`` (from
+    insert_rows_statement()), and set each job's primary key from what it
+    returns: the new rows in VALUES order (Django's bulk_create relies on
+    the same)."""
     connection = connections[using]
-    sql = _insert_sql(connection, len(values), returning=True)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [value for row in values for value in row])
+        cursor.execute(sql, params)
         for job, (pk,) in zip(jobs, cursor.fetchall(), strict=True):
             job.pk = pk
             _saved(job, using)
 
 
-def rows_per_statement(connection: Any, wanted: int) -> int:
-    """``wanted``, cut to what the database accepts in one statement's parameters."""
-    return max(1, min(wanted, connection.ops.bulk_batch_size(list(job_fields()), [None] * wanted)))
+def rows_per_statement(connection: Any, wanted: int, columns: tuple[str, ...] = ()) -> int:
+    """``wanted``, cut to what the database accepts in one statement's
+    parameters, for rows of ``columns`` (attnames; every column by default)."""
+    fields = [column_field(name) for name in columns] if columns else list(job_fields())
+    return max(1, min(wanted, connection.ops.bulk_batch_size(fields, [None] * wanted)))
 
 
 def _saved(job: Job, using: str) -> None:

@@ -161,6 +161,17 @@ class Plan:
         of them literals in the statement), the call's now. Every other
         column is left to its database default."""
         connection = connection or connections[self.database]
+        shape, params = self.row(job, connection)
+        sql = self.statements.get(shape)
+        if sql is None:
+            sql = self.statements[shape] = insert_statement(connection, *self.written(shape))
+        return sql, params
+
+    def row(self, job: Job, connection: Any, arguments: bool = False) -> tuple[tuple[bool, ...], list[Any]]:
+        """The shape of :meth:`job`'s new job's INSERT (see :meth:`written`)
+        and its parameters. ``arguments``: its args and kwargs are
+        parameters even when empty, so that every job of a bulk enqueue
+        has one shape (enqueue/bulk.py)."""
         args, kwargs, now = job.args, job.kwargs, job.enqueued_at
         # The database clock's time (backend.now()), in Django's form already:
         # what the field's get_prep_value() checks holds, so only the
@@ -171,11 +182,11 @@ class Plan:
         # most often a literal in the statement).
         if args:
             params.append(column_field("args").get_db_prep_save(args, connection))
-        elif self.empty_marks[0] is None:
+        elif arguments or self.empty_marks[0] is None:
             params.append(self.empty[0])
         if kwargs:
             params.append(column_field("kwargs").get_db_prep_save(kwargs, connection))
-        elif self.empty_marks[1] is None:
+        elif arguments or self.empty_marks[1] is None:
             params.append(self.empty[1])
         params.append(
             enqueued_at if job.run_after is now else _prepared("run_after", job.run_after, connection)
@@ -188,11 +199,7 @@ class Plan:
             params.append(column_field("batch_id").get_db_prep_save(batch, connection))
         if metadata:
             params.append(column_field("metadata").get_db_prep_save(metadata, connection))
-        shape = (bool(args), bool(kwargs), batch is not None, bool(metadata))
-        sql = self.statements.get(shape)
-        if sql is None:
-            sql = self.statements[shape] = insert_statement(connection, *self.written(shape))
-        return sql, params
+        return (bool(args) or arguments, bool(kwargs) or arguments, batch is not None, bool(metadata)), params
 
     def written(self, shape: tuple[bool, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The columns a statement of ``shape`` (whether the call has args,
@@ -263,7 +270,7 @@ def _prepared(name: str, value: Any, connection: Any) -> Any:
 
 
 # The columns of a new job an enqueue writes (attnames), in the order
-# Plan.values() gives them: the task's, the workflow options a task may
+# Plan.row() gives them: the task's, the workflow options a task may
 # set away from their defaults, the call's, and a keyed task's keys. Every
 # other column starts at its database default, which is the model's too.
 TASK_COLUMNS = ("task_path", "queue_name", "priority", "max_attempts")
