@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 Call = tuple[Sequence[Any], Mapping[str, Any]]
 DEFAULT_BATCH_SIZE = 1000
-PER_CALL_KEYS = ("concurrency_key", "rate_key", "fairness_key")
 
 
 def build_jobs(backend: DatabaseBackend, task: Task, calls: Iterable[Call]) -> list[Job]:
