@@ -72,29 +72,29 @@ def insert_jobs(backend: DatabaseBackend, task: Task, jobs: list[Job], batch_siz
     db = backend.database
     connection = connections[db]
     plan = backend.plan(task)
-    # Every job is a copy of one template: one batch, one metadata, so one shape.
-    rows = [plan.row(job, connection, arguments=True) for job in jobs]
-    shapes = {shape for shape, _ in rows}
-    columns, marks = plan.written(shapes.pop())
-    if shapes or not connection.features.can_return_rows_from_bulk_insert:
-        # MySQL has no INSERT ... RETURNING: one planned INSERT per row,
-        # still one commit per chunk.
-        statements = [plan.statement(job, connection) for job in jobs]
-        for start in range(0, len(jobs), batch_size):
-            chunk, planned = jobs[start : start + batch_size], statements[start : start + batch_size]
-            retry_on_conflict(functools.partial(_one_by_one, chunk, planned, db), db)
-        return
-    size = rows_per_statement(connection, batch_size, columns)
+    # Every job is a copy of one template (one batch, one metadata) and
+    # carries its arguments as parameters: one shape of row for them all.
+    shape = plan.row(jobs[0], connection, arguments=True)[0]
+    columns, marks = plan.written(shape)
+    returning = connection.features.can_return_rows_from_bulk_insert
+    size = rows_per_statement(connection, batch_size, columns) if returning else batch_size
     for start in range(0, len(jobs), size):
         chunk = jobs[start : start + size]
-        params = [value for _, row in rows[start : start + size] for value in row]
+        rows = [plan.row(job, connection, arguments=True) for job in chunk] if returning else []
+        if not returning or any(row[0] != shape for row in rows):
+            # MySQL has no INSERT ... RETURNING: one planned INSERT per row,
+            # still one commit per chunk.
+            statements = [plan.statement(job, connection) for job in chunk]
+            retry_on_conflict(functools.partial(_one_by_one, chunk, statements, db), db)
+            continue
+        params = [value for _, row in rows for value in row]
         sql = insert_rows_statement(connection, columns, marks, len(chunk))
+        retry_on_conflict(functools.partial(_in_one, chunk, sql, params, db), db)
 
-        def write(chunk: list[Job] = chunk, sql: str = sql, params: list[Any] = params) -> None:
-            with transaction.atomic(using=db):
-                insert_rows(chunk, sql, params, db)
 
-        retry_on_conflict(write, db)
+def _in_one(jobs: list[Job], sql: str, params: list[Any], db: str) -> None:
+    with transaction.atomic(using=db):
+        insert_rows(jobs, sql, params, db)
 
 
 def _one_by_one(jobs: list[Job], statements: list[tuple[str, list[Any]]], db: str) -> None:
