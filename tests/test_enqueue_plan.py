@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from demo import tasks
-from django_dbqueue import batch
+from django_dbqueue import batch, bulk_enqueue
 from django_dbqueue.enqueue.inserting import insert_job, job_fields
 from django_dbqueue.enqueue.plan import KEPT
 from django_dbqueue.enqueue.validation import CallShape
@@ -201,6 +201,7 @@ def test_a_queue_name_with_quotes_and_parameter_markers_round_trips(make, args, 
         plan = task.get_backend().plan(task)
         assert "%s" in plan.marks, "the name is a parameter"
         results = [task.enqueue(*args, **kwargs) for _ in range(2)]  # the second from the plan
+        results += bulk_enqueue(task, [(args, kwargs)] * 3, batch_size=2)  # its rows from the plan too
         for result in results:
             row = Job.objects.get(pk=result.id)
             assert (row.queue_name, row.task_path) == (ODD_QUEUE, task.module_path)
