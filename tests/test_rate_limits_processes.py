@@ -6,14 +6,16 @@ claims (docs/scheduling.md, "Rate limits"), so a window of starts may hold
 N + 1 only when a start lagged its claim by more than LAG."""
 
 import signal
+import time
 from datetime import datetime
 
 import pytest
+from django.utils import timezone
 
 from demo.models import Execution
-from demo.tasks import rated
+from demo.tasks import rated, sleep
 from django_dbqueue import bulk_enqueue
-from django_dbqueue.models import Job
+from django_dbqueue.models import Job, RateSlot
 from django_dbqueue.rates import parse_rate
 from tests.conftest import once_on_mariadb, wait_for
 
@@ -119,3 +121,39 @@ def test_a_per_second_limit_holds_and_each_key_has_its_own(runqueue):
         assert abs(span - periods * seconds) <= periods * seconds * FEW_PERCENT, f"{customer}: {span:.2f}s"
     both = starts("a") + starts("b")
     assert most_in_a_window(sorted(both), seconds - LAG) == 2 * number, "the keys did not share slots"
+
+
+@once_on_mariadb(covered)
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_paused_past_its_lease_with_rate_limited_jobs_in_hand_runs_none_of_them_again(runqueue):
+    """A VM freeze of a worker holding rate-limited jobs (the one in hand,
+    and those claimed with it): the other worker recovers them when the
+    lease runs out, each re-claimed alone under the limit (spending a slot
+    again), and the paused one, resumed, starts nothing it can no longer
+    show it holds."""
+    limit = "20/s"
+    number, seconds = parse_rate(limit)
+    limited = sleep.using(rate_limit=limit, rate_key="frozen")
+    bulk_enqueue(limited, [((0.05,), {"key": f"f{i}"}) for i in range(2 * number)])
+    # The batch stays with the worker (no give-back of a slow job's batch-mates).
+    paused = runqueue("--batch", str(number), "--queue", "slow", DBQUEUE_LEASE="2", DBQUEUE_BATCH_HOLD="600")
+    wait_for(lambda: Execution.objects.count() >= 3)
+    [paused_pid] = paused.children()
+    paused.signal_group(signal.SIGSTOP)
+    try:
+        other = runqueue("--queue", "slow", DBQUEUE_LEASE="2")
+        wait_for(lambda: not Job.objects.exclude(status="SUCCESSFUL").exists(), timeout=60, interval=0.2)
+    finally:
+        resumed = timezone.now()
+        paused.signal_group(signal.SIGCONT)
+    # A stale job would start at once after the resume; give it the time.
+    time.sleep(2)
+    stop([paused, other])
+
+    marks = Execution.objects.filter(key__startswith="f")
+    assert {f"f{i}" for i in range(2 * number)} <= set(marks.values_list("key", flat=True))
+    assert not marks.filter(pid=paused_pid, at__gt=resumed).exists(), "the resumed worker ran a stale job"
+    starts_at = sorted(marks.values_list("at", flat=True))
+    assert most_in_a_window(starts_at, seconds - LAG) <= number, "the recovered jobs kept to the limit"
+    # Each recovered job spent a slot of its own: the key still has its N slots, no more.
+    assert RateSlot.objects.filter(key="frozen").count() == number
