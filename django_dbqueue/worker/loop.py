@@ -194,6 +194,7 @@ class Worker:
     def _loop(self) -> None:
         idle: float | None = self.config.POLL_INTERVAL_MIN
         while not self.stopping:
+            polled = time.monotonic()
             try:
                 idle = self._step(idle or self.config.POLL_INTERVAL_MIN)
             except DB_ERRORS as exc:
@@ -205,7 +206,9 @@ class Worker:
                 return
             if idle:
                 # Jitter keeps idle workers from polling in lockstep.
-                self.wake.wait(idle * random.uniform(0.5, 1.0))
+                pause = idle * random.uniform(0.5, 1.0) - (time.monotonic() - polled)
+                if pause > 0:
+                    self.wake.wait(pause)
 
     def _step(self, idle: float) -> float | None:
         """One claim and its batch; returns how long to idle, None to exit."""
