@@ -205,10 +205,8 @@ class Worker:
             if idle is None:
                 return
             if idle:
-                # Jitter keeps idle workers from polling in lockstep.
-                pause = idle * random.uniform(0.5, 1.0) - (time.monotonic() - polled)
-                if pause > 0:
-                    self.wake.wait(pause)
+                # Jittered, against polling in lockstep; from the claim, not the batch's end.
+                self.wake.wait(idle * random.uniform(0.5, 1.0) - (time.monotonic() - polled))
 
     def _step(self, idle: float) -> float | None:
         """One claim and its batch; returns how long to idle, None to exit."""
