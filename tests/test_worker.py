@@ -1,10 +1,12 @@
 """The worker loop in-process: outcomes, retries, backoff, bad rows, signals."""
 
 import signal
+import threading
 import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
@@ -14,6 +16,7 @@ from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import task_backends, task_finished, task_started
 from django_dbqueue.transitions import retry_delay
 from django_dbqueue.worker import Worker
+from tests.conftest import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -223,3 +226,38 @@ def test_the_worker_registers_itself_and_leaves_no_claims_behind():
     from django_dbqueue.models import Worker as WorkerRow
 
     assert not WorkerRow.objects.filter(name=worker.name).exists(), "unregistered at exit"
+
+
+SLOW_POLL = {
+    "default": {
+        "BACKEND": "django_dbqueue.backend.DatabaseBackend",
+        "QUEUES": ["default", "slow"],
+        "OPTIONS": {"POLL_INTERVAL_MIN": 1.0, "POLL_INTERVAL_MAX": 2.0},
+    }
+}
+
+
+@override_settings(TASKS=SLOW_POLL)
+def test_the_poll_sleep_counts_from_the_claim_so_a_long_batch_is_followed_by_a_claim_at_once():
+    # The batch (one job) runs longer than POLL_INTERVAL_MIN: its poll period
+    # is spent, so the next claim follows at once instead of after 0.5-1 s.
+    first = tasks.sleep.enqueue(1.2)
+    worker = Worker(task_backends["default"], ["default", "slow"], batch=20)
+    seconds: list[float] = []
+
+    def feed() -> None:
+        try:
+            wait_for(lambda: Job.objects.filter(pk=int(first.id), status="RUNNING").exists(), 10, 0.01)
+            second = tasks.add.enqueue(1, 1)
+            done = Job.objects.filter(pk=int(second.id), status="SUCCESSFUL")
+            job = wait_for(done.first, 10, 0.01)
+            seconds.append((job.started_at - Job.objects.get(pk=int(first.id)).finished_at).total_seconds())
+        finally:
+            worker.request_stop()
+            connection.close()
+
+    thread = threading.Thread(target=feed)
+    thread.start()
+    assert worker.run() == 0
+    thread.join(10)
+    assert seconds and seconds[0] < 0.3, seconds

@@ -194,6 +194,7 @@ class Worker:
     def _loop(self) -> None:
         idle: float | None = self.config.POLL_INTERVAL_MIN
         while not self.stopping:
+            polled = time.monotonic()
             try:
                 idle = self._step(idle or self.config.POLL_INTERVAL_MIN)
             except DB_ERRORS as exc:
@@ -204,8 +205,8 @@ class Worker:
             if idle is None:
                 return
             if idle:
-                # Jitter keeps idle workers from polling in lockstep.
-                self.wake.wait(idle * random.uniform(0.5, 1.0))
+                # Jittered, against polling in lockstep; from the claim, not the batch's end.
+                self.wake.wait(idle * random.uniform(0.5, 1.0) - (time.monotonic() - polled))
 
     def _step(self, idle: float) -> float | None:
         """One claim and its batch; returns how long to idle, None to exit."""
