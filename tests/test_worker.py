@@ -261,3 +261,34 @@ def test_the_poll_sleep_counts_from_the_claim_so_a_long_batch_is_followed_by_a_c
     assert worker.run() == 0
     thread.join(10)
     assert seconds and seconds[0] < 0.3, seconds
+
+
+def test_after_an_outage_a_job_running_under_the_workers_name_that_it_never_had_goes_back_and_runs(caplog):
+    """A claim's COMMIT sent as the connection died can take effect after
+    the worker's look for orphans (a Galera node applies the write-set late):
+    the rows are RUNNING under its name, their lease renewed by its
+    heartbeat. In the lease after the outage the worker gives them back."""
+    stray, own = tasks.add.enqueue(1, 2), tasks.add.enqueue(3, 4)
+    worker = Worker(task_backends["default"], ["default"], batch=20, burst=True)
+    lease = timezone.now() + timedelta(seconds=60)
+    Job.objects.filter(pk=int(stray.id)).update(status="RUNNING", owner=worker.name, lease_expires_at=lease)
+    worker.outage.back_at = time.monotonic()  # the database came back just now (db.Outage)
+    with caplog.at_level("WARNING", logger="django_dbqueue"):
+        assert worker.run() == 0
+    rows = Job.objects.in_bulk([int(stray.id), int(own.id)])
+    assert {(job.status, job.attempts, job.return_value) for job in rows.values()} == {
+        ("SUCCESSFUL", 1, 3),
+        ("SUCCESSFUL", 1, 7),
+    }
+    assert "gave back 1 jobs held under its name that it never had" in caplog.text
+
+
+def test_without_an_outage_a_worker_does_not_look_for_strays():
+    from django.test.utils import CaptureQueriesContext
+
+    tasks.add.enqueue(1, 2)
+    worker = Worker(task_backends["default"], ["default"], batch=20, burst=True)
+    with CaptureQueriesContext(connection) as queries:
+        assert worker.run() == 0
+    looks = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SELECT") and worker.name in q["sql"]]
+    assert looks == [], looks

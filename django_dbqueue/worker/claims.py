@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..claiming import LimitedClaims, RateClaims, claim_from_queues
 from ..clock import elapsed
-from ..db import Outage, nothing_if_lost
+from ..db import Outage, nothing_if_lost, retry_on_conflict
 from ..fairness import FairClaims
 from ..operations.pausing import PauseCache
 from .heartbeat import recover, recovery_grace
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from ..models import Job
 
 logger = logging.getLogger("django_dbqueue")
+
+# How often, in the lease after an outage, a worker looks for strays.
+STRAY_EVERY = 1.0
 
 
 class Claims:
@@ -56,12 +59,17 @@ class Claims:
         self.fair = FairClaims(weights)
         self.rated = RateClaims(rate_limits)
         self.pauses = PauseCache(database, poll_max)
+        self.strays_at = 0.0
+        self.seen: set[int] = set()
 
-    def claim(self) -> tuple[list[Job], float | None]:
+    def claim(self, outage: Outage | None = None) -> tuple[list[Job], float | None]:
         """A batch, and when its claim was sent (elapsed clock); None when
-        every queue is paused and nothing was sent."""
+        every queue is paused and nothing was sent. Within a lease after
+        ``outage`` ended, strays go back first (:meth:`release_strays`)."""
         from ..models import Job
 
+        if outage is not None and outage.within(self.lease):
+            self.release_strays()
         sent_at = elapsed()
         queues = self.pauses.unpaused(self.queues)  # a paused queue is left out (pausing.py)
         if not queues:
@@ -85,6 +93,39 @@ class Claims:
         if batch and self.pauses.stale():
             batch = self.drop_paused(batch)
         return batch, sent_at
+
+    def release_strays(self) -> None:
+        """Give back jobs RUNNING under this worker's name that it does not
+        hold; called between batches, when it holds none. They come from a
+        claim whose COMMIT was sent as the connection died: the worker saw
+        an error and went on without them, but the commit took effect, or
+        takes effect late (a Galera node applies another's write-sets after
+        they are certified). The heartbeat renews the lease of whatever
+        runs under a live worker's name, so without this they would wait
+        for as long as the worker lives. The look after the outage
+        (giveback.py, GiveBack.orphans) can come too early; this one
+        repeats every STRAY_EVERY seconds for a lease after the database
+        came back, and gives back what two looks in a row saw (one look may
+        meet a row in passing: an outcome of this worker's applied late)."""
+        from ..models import Job
+
+        if elapsed() < self.strays_at:
+            return
+        self.strays_at = elapsed() + STRAY_EVERY
+        held = Job.objects.using(self.database).running().filter(owner=self.name)
+        seen = set(held.values_list("pk", flat=True))
+        strays, self.seen = sorted(seen & self.seen), seen
+        if not strays:
+            return
+        released = retry_on_conflict(lambda: self.release(strays), self.database)
+        self.seen -= set(strays)
+        if released:
+            logger.warning(
+                "Worker %s gave back %d jobs held under its name that it never had: a claim whose "
+                "commit it did not see, taking effect after an outage.",
+                self.name,
+                released,
+            )
 
     def waiting(self, poll_min: float) -> float | None:
         """How long to idle while limited jobs wait for a slot, or None when
@@ -116,6 +157,8 @@ class Claims:
 
         if recover(self.database, outage, self.lease):
             return 0
+        if self.seen and outage.within(self.lease):
+            return STRAY_EVERY  # a stray awaits its second look (release_strays)
         jobs = Job.objects.using(self.database).filter(queue_name__in=self.pauses.unpaused(self.queues))
         # Expired first, then due: a job that another process recovers
         # between the two reads is seen as one or the other, never as neither.

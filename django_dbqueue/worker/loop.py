@@ -230,7 +230,7 @@ class Worker:
         return backoff
 
     def _claim(self) -> list[Job]:
-        batch, sent_at = self.claims.claim()
+        batch, sent_at = self.claims.claim(self.outage)
         if sent_at is None:
             return batch  # every queue paused: no claim to time
         self.state.timings.claims.observe(self.slot.index, elapsed() - sent_at)
