@@ -61,6 +61,10 @@ class JobRows(models.QuerySet["Job", "Job"]):
     def running(self) -> Self:
         return self.filter(status=RUNNING)
 
+    def held_by(self, owner: str) -> list[int]:
+        """The ids of these jobs RUNNING under ``owner``'s name."""
+        return list(self.running().filter(owner=owner).values_list("pk", flat=True))
+
     def finished(self) -> Self:
         return self.filter(status__in=FINISHED)
 

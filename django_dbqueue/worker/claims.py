@@ -112,8 +112,7 @@ class Claims:
         if elapsed() < self.strays_at:
             return
         self.strays_at = elapsed() + STRAY_EVERY
-        held = Job.objects.using(self.database).running().filter(owner=self.name)
-        seen = set(held.values_list("pk", flat=True))
+        seen = set(Job.objects.using(self.database).held_by(self.name))
         strays, self.seen = sorted(seen & self.seen), seen
         if not strays:
             return

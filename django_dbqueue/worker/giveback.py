@@ -128,8 +128,7 @@ class GiveBack:
         # that never started (or, an atomic group's, was rolled back).
         self.settle()
         self.hand.take_unstarted()
-        jobs = Job.objects.using(self.database)
-        ids = list(jobs.running().filter(owner=self.who).values_list("pk", flat=True))
+        ids = Job.objects.using(self.database).held_by(self.who)
         if ids:
             released = self.release(ids)
             logger.info("Worker %s gave back %d claimed jobs after the outage.", self.who, released)
