@@ -6,8 +6,8 @@ MariaDB under them; then count what was lost and what ran twice.
 
 It starts its own throwaway MariaDB (never the shared one on 3306), seeds
 ``demo.tasks.record`` jobs with plain SQL INSERTs, runs ``runqueue
---processes 4`` on it, and meanwhile SIGKILLs a random worker process about
-every second (the supervisor starts a new one) and kills and restarts
+--processes 4`` on it, and meanwhile SIGKILLs a worker process (one holding
+jobs where there is one) about every second (the supervisor starts a new one) and kills and restarts
 MariaDB once. Each run of a job inserts ``(key, pid)`` into
 ``demo_execution``, so a duplicate execution is visible as a second row.
 """
@@ -124,18 +124,20 @@ class Driver:
         children = [pid for pid in children if _comm(pid) in ("dbqueue-worker", "")]
         if not children:
             return
-        victim = random.choice(children)
+        # A worker holding jobs if there is one: a kill that catches work in
+        # flight is the one that tests recovery (a quick drain leaves few
+        # kills, and a random one often lands on a worker between batches
+        # or still starting). None holds any: any worker, so the crash loop
+        # goes on while dead workers' jobs wait for their leases.
+        busy = [pid for pid in children if self.holding(pid)]
+        victim = random.choice(busy or children)
         try:
             os.kill(victim, signal.SIGKILL)
         except ProcessLookupError:
             return
         self.killed.append(victim)
         self.figures.kills += 1
-        held = self.query(
-            "SELECT COUNT(*) FROM django_dbqueue_job WHERE status = 'RUNNING' AND owner LIKE %s",
-            [f"%:{victim}:%"],
-        )
-        self.figures.claimed_at_kills.append(held[0][0])
+        self.figures.claimed_at_kills.append(self.holding(victim))
         # Keys first, then the index on demo_execution.key: a correlated
         # EXISTS on JSON_VALUE(args) cannot use it and scans per row.
         keys = [
@@ -152,6 +154,12 @@ class Driver:
             else [(0,)]
         )
         self.figures.started_at_kills.append(started[0][0])
+
+    def holding(self, pid: int) -> int:
+        return self.query(
+            "SELECT COUNT(*) FROM django_dbqueue_job WHERE status = 'RUNNING' AND owner LIKE %s",
+            [f"%:{pid}:%"],
+        )[0][0]
 
     def restart_database(self) -> None:
         began = time.monotonic()
