@@ -95,17 +95,23 @@ class Proxy:
             if not wait_gone(pid, 10):
                 os.kill(pid, signal.SIGKILL)
 
-    def view(self) -> dict[str, str]:
-        """What HAProxy's health checks say of each node (UP, DOWN, ...)."""
+    def ask(self, command: str) -> str:
+        """What HAProxy's admin socket answers to ``command`` ("" if it is away)."""
         try:
             with socket.socket(socket.AF_UNIX) as sock:
                 sock.settimeout(2)
                 sock.connect(str(self.root / "haproxy.sock"))
-                sock.sendall(b"show stat\n")
-                data = b"".join(iter(lambda: sock.recv(65536), b""))
+                sock.sendall(command.encode() + b"\n")
+                return b"".join(iter(lambda: sock.recv(65536), b"")).decode()
         except OSError:
+            return ""
+
+    def view(self) -> dict[str, str]:
+        """What HAProxy's health checks say of each node (UP, DOWN, ...)."""
+        data = self.ask("show stat")
+        if not data:
             return {}
-        header, *rows = data.decode().lstrip("# ").splitlines()
+        header, *rows = data.lstrip("# ").splitlines()
         columns = header.split(",")
         found = [dict(zip(columns, row.split(","), strict=False)) for row in rows if row]
         return {row["svname"]: row["status"] for row in found if row.get("svname", "").startswith("node")}

@@ -161,10 +161,27 @@ def test_a_node_that_leaves_and_rejoins_is_an_outage_only_for_its_own_workers(cl
     env = environment(cluster, 60)
     drain = Drain(cluster, plain=3000, atomic=0, log=tmp_path / "proxy.log", env=env)
     leaving = next(node for node in cluster.nodes if node.name != cluster.writer_name())
-    on_leaving = {**env, "DBQUEUE_DB_PORT": str(leaving.port)}
+    # The direct workers log in as a user of their own, so that the leaving
+    # node's process list tells their connections from the proxy's.
+    cluster.execute("CREATE USER IF NOT EXISTS 'dbq_direct'@'127.0.0.1' IDENTIFIED BY 'direct'")
+    cluster.execute(f"GRANT ALL PRIVILEGES ON {DATABASE}.* TO 'dbq_direct'@'127.0.0.1'")
+    on_leaving = {
+        **env,
+        "DBQUEUE_DB_PORT": str(leaving.port),
+        "DBQUEUE_DB_USER": "dbq_direct",
+        "DBQUEUE_DB_PASSWORD": "direct",
+    }
     direct = Runqueue(["--processes", "2", "--batch", "10"], tmp_path / "direct.log", on_leaving)
     try:
         drain.wait_finished(300)
+        # Connections of the proxy's workers that reached the leaving node
+        # (none should): what the assertion on their log shows if it fails.
+        strays = leaving.execute(
+            "SELECT ID, USER, COMMAND, TIME, INFO FROM information_schema.PROCESSLIST "
+            "WHERE DB = %s AND USER <> 'dbq_direct'",
+            [DATABASE],
+        )
+        proxy_at_stop = (cluster.proxy.view(), cluster.proxy.ask("show table galera"))
         leaving.stop()  # a clean shutdown: it leaves the cluster
         # The writer's workers carry on meanwhile, with jobs enqueued after
         # it left (on a fast machine they may have drained the first ones).
@@ -191,7 +208,9 @@ def test_a_node_that_leaves_and_rejoins_is_an_outage_only_for_its_own_workers(cl
     assert drain.lost() == 0
     assert drain.duplicates("chaos-") <= 2  # each direct worker's job in hand at the shutdown
     assert drain.duplicates("late-") == 0  # enqueued after the shutdown
-    assert "lost the database connection" not in log, "the node leaving is no outage for the writer's workers"
+    # The node leaving is no outage for the writer's workers.
+    lost = [line for line in log.splitlines() if "lost the database connection" in line]
+    assert not lost, (lost, leaving.name, "proxy's connections on it:", strays, "proxy:", proxy_at_stop)
     assert direct_code == 0
     assert_rode_it_out(direct_log)
     assert "IST received" in leaving.error_log()

@@ -290,5 +290,6 @@ def test_without_an_outage_a_worker_does_not_look_for_strays():
     worker = Worker(task_backends["default"], ["default"], batch=20, burst=True)
     with CaptureQueriesContext(connection) as queries:
         assert worker.run() == 0
-    looks = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SELECT") and worker.name in q["sql"]]
+    sql = [q["sql"] for q in queries.captured_queries]
+    looks = [q for q in sql if q.startswith("SELECT") and worker.name in q]
     assert looks == [], looks
