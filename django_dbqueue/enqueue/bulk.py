@@ -9,12 +9,12 @@ INSERT and one commit per job.
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections, transaction
+from django.db.models.base import ModelState
 
 from ..db import retry_on_conflict
 from ..payload import encode_arguments
@@ -46,7 +46,10 @@ def build_jobs(backend: DatabaseBackend, task: Task, calls: Iterable[Call]) -> l
     for args, kwargs in calls:
         job = type(template).__new__(type(template))
         job.__dict__.update(template.__dict__)
-        job._state = copy.copy(template._state)
+        # A state of its own, as a new instance has (copy.copy of the
+        # template's took 8 µs a job, a tenth of a bulk's Python).
+        job._state = ModelState()
+        job._state.db = template._state.db
         job.args, job.kwargs = encode_arguments(args, kwargs, limit)
         check_arguments(task, job.args, job.kwargs)
         if keyed:

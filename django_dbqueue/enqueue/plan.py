@@ -56,6 +56,7 @@ class Plan:
     and the columns its INSERT writes, the constant ones prepared."""
 
     __slots__ = (
+        "adapted",
         "as_is",
         "columns",
         "constant",
@@ -97,6 +98,9 @@ class Plan:
             pass_result=getattr(task, "pass_result", False),
         )
         self.template = {name: value for name, value in vars(job).items() if name != "_state"}
+        # The last enqueue's time, the connection it was adapted for, and
+        # the adapted value (see row()).
+        self.adapted: tuple[Any, Any, Any] = (None, None, None)
         # The task's columns, then the call's, then the keys a keyed task
         # writes (NULL when a key function returns None).
         own = [*TASK_COLUMNS, *(name for name, default in WORKFLOW_DEFAULTS if getattr(job, name) != default)]
@@ -175,8 +179,15 @@ class Plan:
         args, kwargs, now = job.args, job.kwargs, job.enqueued_at
         # The database clock's time (backend.now()), in Django's form already:
         # what the field's get_prep_value() checks holds, so only the
-        # backend's adaptation is left.
-        enqueued_at = connection.ops.adapt_datetimefield_value(now)
+        # backend's adaptation is left. A bulk's jobs share one time: it is
+        # adapted once (kept with its time as one tuple, which threads
+        # sharing the plan replace whole).
+        adapted = self.adapted
+        if adapted[0] is now and adapted[1] is connection:
+            enqueued_at = adapted[2]
+        else:
+            enqueued_at = connection.ops.adapt_datetimefield_value(now)
+            self.adapted = (now, connection, enqueued_at)
         params = [*self.constant]
         # An empty list or dict is the template's, prepared already (and
         # most often a literal in the statement).
