@@ -195,6 +195,8 @@ def test_workers_ride_out_a_mariadb_outage_and_record_what_they_held(sandbox_mar
     assert not crashes, crashes[0]
     lost = Counter(re.findall(r" (\d+) WARNING \S+ Worker \S+ lost the database connection", log))
     assert len(lost) == 2 and set(lost.values()) == {1}, lost  # one message per worker
+    # The status line's count of the backlog (every 2 s here) says it once too.
+    assert log.count("Could not count the backlog") == 1, log
     assert log.count("is back after") >= 2
     # Each slow job ran exactly once: its outcome waited in memory for the server.
     runs = Counter(k for (k,) in server.execute("SELECT `key` FROM demo_execution", database=DATABASE))

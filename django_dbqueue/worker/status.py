@@ -38,6 +38,8 @@ class StatusLine:
         self.last_processed = 0
         # Empty unless name_backend() is called: one backend's lines stay as they were.
         self.status_prefix = self.summary_suffix = ""
+        # Whether the last count failed: an outage is said once, not at every line.
+        self.count_failing = False
 
     def name_backend(self) -> None:
         """Name the backend in every line, for a runqueue that serves several."""
@@ -71,12 +73,18 @@ class StatusLine:
             jobs = Job.objects.using(self.supervisor.backend.database).filter(
                 queue_name__in=self.supervisor.queues
             )
-            return jobs.due().count()
+            count = jobs.due().count()
         except Exception as exc:
-            logger.warning("Could not count the backlog: %s", exc)
+            # The workers say the database is away, once each; this says
+            # once that the lines will show the backlog as "?" meanwhile.
+            log = logger.debug if self.count_failing else logger.warning
+            log("Could not count the backlog (shown as ?): %s", exc)
+            self.count_failing = True
             return None
         finally:
             connections.close_all()  # the next restart forks; hold nothing
+        self.count_failing = False
+        return count
 
     def _control_counts(self) -> list[tuple[str, int]]:
         """Jobs cancelled and interrupted while running, once there are any
