@@ -70,9 +70,12 @@ def stop(hosts: list) -> None:
 
 @once_on_mariadb(covered)
 @pytest.mark.django_db(transaction=True)
-def test_a_60_a_minute_limit_holds_across_three_workers_and_two_hosts_worth_of_processes(runqueue):
+def test_a_60_a_minute_limit_holds_for_minutes_across_workers_and_two_hosts_worth_of_processes(runqueue):
+    """Four periods' jobs, the last period beginning three minutes after the
+    first, with a backlog waiting all along."""
     number, seconds = parse_rate(rated.rate_limit)
-    total = 2 * number + number // 2
+    periods = 3
+    total = (periods + 1) * number + number // 2
     bulk_enqueue(rated, [(("acme", i), {}) for i in range(total)])
     hosts = [
         runqueue("--batch", "10", "--queue", "default"),
@@ -80,14 +83,22 @@ def test_a_60_a_minute_limit_holds_across_three_workers_and_two_hosts_worth_of_p
         runqueue("--batch", "10", "--processes", "2", "--queue", "default"),
     ]
     try:
-        wait_for(lambda: len(starts("acme")) >= 2 * number, timeout=seconds + 30, interval=0.5)
+        expected = (periods + 1) * number
+        wait_for(lambda: len(starts("acme")) >= expected, timeout=periods * seconds + 30, interval=0.5)
     finally:
         stop(hosts)
         print(f"{len(starts('acme'))} started", *(host.output()[-2000:] for host in hosts), sep="\n")
 
     times = starts("acme")
     check_rate(times, rated.rate_limit)
-    assert len(times) == 2 * number, "the third period had not begun"
+    assert len(times) == (periods + 1) * number, "the fifth period had not begun"
+    # Each period began on time, so over minutes the rate is the limit's.
+    for period in range(1, periods + 1):
+        late = (times[period * number] - times[0]).total_seconds() - period * seconds
+        assert -LAG <= late <= max(seconds * FEW_PERCENT, WAKE_SLACK), f"period {period + 1}: {late:+.2f}s"
+    span = (times[periods * number] - times[0]).total_seconds()
+    rate = periods * number / span
+    assert abs(rate - number / seconds) <= number / seconds * FEW_PERCENT, f"{rate * 60:.1f} a minute"
     pids = set(Execution.objects.values_list("pid", flat=True))
     assert len(pids) >= 2, "the workers shared the limit"
     waiting = Job.objects.filter(rate_key="customer:acme").exclude(status="SUCCESSFUL")
