@@ -189,7 +189,9 @@ class Outage:
         """Record a failed attempt; return how long to wait before the next."""
         with self.lock:
             self.failures += 1
-            delay = min(self.max_delay, FIRST_DELAY * 2 ** (self.failures - 1))
+            # The exponent is bounded: 2.0 ** 1024 overflows a float, which an
+            # outage of a few hours' retries reached (and stopped the scheduler).
+            delay = min(self.max_delay, FIRST_DELAY * 2.0 ** min(self.failures - 1, 60))
             # Jitter: workers that lost the database together must not all
             # knock on the restarted server in the same instant.
             delay *= random.uniform(0.5, 1.0)

@@ -7,16 +7,18 @@ import os
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, OperationalError, connection, transaction
 from django.test import override_settings
 
 from demo import tasks
 from django_dbqueue.backend import DatabaseBackend
 from django_dbqueue.clock import local_offset, read_database_now
+from django_dbqueue.db import Outage
 from django_dbqueue.enqueue.loading import load_task
 from django_dbqueue.exceptions import InvalidTaskArguments
 from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import InvalidTask, task_backends
+from django_dbqueue.transitions.outcomes import retry_delay
 from django_dbqueue.worker.execution import JobRunner
 
 pytestmark = pytest.mark.django_db
@@ -206,6 +208,24 @@ def test_each_shape_of_call_is_checked_against_the_signature(args, kwargs, outco
     assert job.status == "FAILED"
     assert job.errors[-1]["exception_class_path"] == "django_dbqueue.exceptions.JobNotRunnable"
     assert f"do not fit demo.tasks.add(a: int, b: int) -> int: {outcome}." in job.errors[-1]["traceback"]
+
+
+def test_a_row_with_thousands_of_attempts_retries_after_at_most_the_longest_backoff():
+    # 2 ** 5000 seconds would overflow a float: the backoff is capped first.
+    job = hand_written("demo.tasks.always_fails", args=["again"], attempts=5000, max_attempts=10_000)
+    job = run_claimed(job)
+    assert (job.status, job.attempts) == ("READY", 5001)
+    longest = datetime.timedelta(seconds=task_backends["default"].config.RETRY_BACKOFF_MAX)
+    assert longest / 2 <= job.run_after - read_database_now("default") <= longest
+
+
+def test_backoff_after_thousands_of_failures_stays_within_its_cap():
+    """An outage of hours counts thousands of failed attempts to reconnect
+    (the heartbeat's every few seconds): each still waits a bounded time."""
+    outage = Outage("The test", 5.0)
+    outage.failures = 5000
+    assert 2.5 <= outage.lost(OperationalError(2003, "Can't connect")) <= 5.0
+    assert retry_delay(5000, 2.0, 3600.0) <= datetime.timedelta(seconds=3600)
 
 
 def test_a_suspect_row_with_junk_bookkeeping_is_still_claimed():

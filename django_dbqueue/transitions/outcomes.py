@@ -148,8 +148,10 @@ class OutcomeQuerySet(JobRows):
 
 def retry_delay(attempts: int, base: float, cap: float) -> timedelta:
     """Exponential backoff with jitter: ``base * 2**(attempts-1)``, capped,
-    then a random point in its upper half so failed jobs do not retry in step."""
-    ceiling = min(cap, base * 2 ** max(attempts - 1, 0))
+    then a random point in its upper half so failed jobs do not retry in step.
+    The exponent is bounded: a row may count thousands of attempts (written
+    by SQL, or a high max_attempts), and 2.0 ** 1024 overflows a float."""
+    ceiling = min(cap, base * 2.0 ** min(max(attempts - 1, 0), 60))
     return timedelta(seconds=random.uniform(ceiling / 2, ceiling))
 
 
