@@ -26,6 +26,7 @@ pytestmark = pytest.mark.skipif(
 
 WORKERS = 4
 LOST = re.compile(r" (\d+) WARNING \S+ Worker \S+ lost the database connection")
+BACK = re.compile(r"the database is back after (\d+\.\d)s")
 
 
 @pytest.fixture(scope="module")
@@ -208,9 +209,16 @@ def test_a_node_that_leaves_and_rejoins_is_an_outage_only_for_its_own_workers(cl
     assert drain.lost() == 0
     assert drain.duplicates("chaos-") <= 2  # each direct worker's job in hand at the shutdown
     assert drain.duplicates("late-") == 0  # enqueued after the shutdown
-    # The node leaving is no outage for the writer's workers.
+    # The writer's workers were never on the leaving node: none lost a
+    # connection. What they may meet is the writer installing the new view:
+    # for a moment (0.3-0.5 s, seen 2 runs in 10) it refused statements with
+    # 1047, as a node outside the primary component does, which they wait
+    # out as an outage, once each.
     lost = [line for line in log.splitlines() if "lost the database connection" in line]
-    assert not lost, (lost, leaving.name, "proxy's connections on it:", strays, "proxy:", proxy_at_stop)
+    context = (lost, leaving.name, "proxy's connections on it:", strays, "proxy:", proxy_at_stop)
+    assert all("OperationalError(1047," in line for line in lost), context
+    assert max(Counter(LOST.findall(log)).values(), default=0) <= 1, context
+    assert all(float(back) < 2 for back in BACK.findall(log)), context
     assert direct_code == 0
     assert_rode_it_out(direct_log)
     assert "IST received" in leaving.error_log()
