@@ -211,7 +211,7 @@ def test_a_node_that_leaves_and_rejoins_is_an_outage_only_for_its_own_workers(cl
     assert drain.duplicates("late-") == 0  # enqueued after the shutdown
     # The writer's workers were never on the leaving node: none lost a
     # connection. What they may meet is the writer installing the new view:
-    # for a moment (0.3-0.5 s, seen 2 runs in 10) it refused statements with
+    # for a moment (0.3-0.5 s, in 3 runs of 12) it refused statements with
     # 1047, as a node outside the primary component does, which they wait
     # out as an outage, once each.
     lost = [line for line in log.splitlines() if "lost the database connection" in line]
