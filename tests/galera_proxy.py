@@ -106,15 +106,27 @@ class Proxy:
         except OSError:
             return ""
 
-    def view(self) -> dict[str, str]:
-        """What HAProxy's health checks say of each node (UP, DOWN, ...)."""
+    def stats(self) -> list[dict[str, str]]:
+        """HAProxy's statistics, a row per node."""
         data = self.ask("show stat")
         if not data:
-            return {}
+            return []
         header, *rows = data.lstrip("# ").splitlines()
         columns = header.split(",")
         found = [dict(zip(columns, row.split(","), strict=False)) for row in rows if row]
-        return {row["svname"]: row["status"] for row in found if row.get("svname", "").startswith("node")}
+        return [row for row in found if row.get("svname", "").startswith("node")]
+
+    def view(self) -> dict[str, str]:
+        """What HAProxy's health checks say of each node (UP, DOWN, ...)."""
+        return {row["svname"]: row["status"] for row in self.stats()}
+
+    def retries(self) -> dict[str, dict[str, str]]:
+        """Per node, HAProxy's counts of failed connections (econ), retries
+        (wretr) and redispatches to another server (wredis)."""
+        return {
+            row["svname"]: {name: row.get(name, "") for name in ("econ", "wretr", "wredis")}
+            for row in self.stats()
+        }
 
     def answers(self) -> bool:
         return self.writer_name() is not None
