@@ -173,6 +173,14 @@ def server_answers(using: str) -> bool:
         drop_connection(using)
 
 
+def doubled(base: float, times: int, cap: float) -> float:
+    """``base`` doubled ``times`` times, at most ``cap``: an exponential
+    backoff. The doublings are bounded first: 2.0 ** 1024 overflows a
+    float, which a few hours' reconnects of an outage reached, and a row
+    with thousands of attempts too."""
+    return min(cap, base * 2.0 ** min(max(times, 0), 60))
+
+
 class Outage:
     """One process's view of the database being away, shared by its threads,
     so an outage is logged once however many threads run into it."""
@@ -189,9 +197,7 @@ class Outage:
         """Record a failed attempt; return how long to wait before the next."""
         with self.lock:
             self.failures += 1
-            # The exponent is bounded: 2.0 ** 1024 overflows a float, which an
-            # outage of a few hours' retries reached (and stopped the scheduler).
-            delay = min(self.max_delay, FIRST_DELAY * 2.0 ** min(self.failures - 1, 60))
+            delay = doubled(FIRST_DELAY, self.failures - 1, self.max_delay)
             # Jitter: workers that lost the database together must not all
             # knock on the restarted server in the same instant.
             delay *= random.uniform(0.5, 1.0)

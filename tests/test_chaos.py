@@ -97,9 +97,9 @@ def test_chaos_run_of_atomic_tasks_has_each_effect_exactly_once(sandbox_mariadb,
     the default lease above already takes minutes.)"""
     server = sandbox_mariadb
     log = tmp_path / "runqueue.log"
-    # Kills twice a second, of a worker holding jobs where one does: a quick
-    # drain (under 2 s between the restart and the kills) still has its kills
-    # catch work in flight.
+    # Kills twice a second, of a worker holding a batch where one does: a
+    # quick drain (under 2 s between the restart and the kills) still has its
+    # kills catch work in flight.
     figures = chaos(server, log, jobs=ATOMIC_JOBS, workers=WORKERS, kill_every=0.5, lease=5.0, task="atomic")
     print("atomic chaos figures:", asdict(figures))
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 
 from ..clock import DbNow
+from ..db import doubled
 from ..payload import as_list, bounded_errors
 from ..status import Status
 from ..workflows.completion import jobs_finished, members_finished
@@ -149,9 +150,9 @@ class OutcomeQuerySet(JobRows):
 def retry_delay(attempts: int, base: float, cap: float) -> timedelta:
     """Exponential backoff with jitter: ``base * 2**(attempts-1)``, capped,
     then a random point in its upper half so failed jobs do not retry in step.
-    The exponent is bounded: a row may count thousands of attempts (written
-    by SQL, or a high max_attempts), and 2.0 ** 1024 overflows a float."""
-    ceiling = min(cap, base * 2.0 ** min(max(attempts - 1, 0), 60))
+    A row may count thousands of attempts (written by SQL, or a high
+    max_attempts): ``doubled`` bounds the doublings."""
+    ceiling = doubled(base, attempts - 1, cap)
     return timedelta(seconds=random.uniform(ceiling / 2, ceiling))
 
 
