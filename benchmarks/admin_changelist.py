@@ -1,4 +1,5 @@
-"""How fast the admin's job pages are on MariaDB with a million finished jobs.
+"""How fast the admin's job pages are on MariaDB with a million finished jobs
+(on MySQL with DBQUEUE_DATABASE=mysql).
 
     DBQUEUE_DB_NAME=dbqueue_admin_bench .venv/bin/python benchmarks/admin_changelist.py [--rows N]
 
@@ -16,8 +17,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "testproject")]
-os.environ["DBQUEUE_DATABASE"] = "mariadb"
+sys.path[:0] = [str(ROOT), str(ROOT / "testproject"), str(ROOT / "benchmarks")]
+import common  # noqa: E402
+
+os.environ["DBQUEUE_DATABASE"] = common.engine()
 os.environ.setdefault("DBQUEUE_DB_NAME", "dbqueue_admin_bench")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "testproject.settings")
 
@@ -47,7 +50,7 @@ TASKS = [
 def create_database(name: str) -> None:
     import MySQLdb
 
-    server = MySQLdb.connect(host="127.0.0.1", user="root", passwd="")
+    server = MySQLdb.connect(host="127.0.0.1", port=common.server_port(), user="root", passwd="")
     server.cursor().execute(f"CREATE DATABASE IF NOT EXISTS `{name}` CHARACTER SET utf8mb4")
     server.close()
 

@@ -127,6 +127,31 @@ def single_insert(n: int) -> dict:
     return {"jobs": n, "seconds": seconds, "jobs_per_s": n / seconds}
 
 
+def multi_row_insert(n: int, chunk: int = 1000) -> dict:
+    """The rows ``bulk_enqueue()`` writes for ``n`` no-op calls (the same
+    columns), through MySQLdb's ``executemany``, which sends them as
+    multi-row INSERTs of up to 64 kB: the floor under bulk enqueue. Like
+    it, one transaction per ``chunk`` rows. Every value is a parameter:
+    executemany() sends one INSERT per row for a VALUES list with a literal."""
+    from datetime import UTC, datetime
+
+    conn = raw_connect()
+    cur = conn.cursor()
+    sql = (
+        f"INSERT INTO {JOB_TABLE} (task_path, queue_name, priority, max_attempts, args, kwargs, "
+        "run_after, enqueued_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+    )
+    started = time.perf_counter()
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+    rows = [("demo.tasks.noop", "default", 0, 3, "[]", "{}", now, now)] * n
+    for start in range(0, n, chunk):
+        cur.executemany(sql, rows[start : start + chunk])
+        conn.commit()
+    seconds = time.perf_counter() - started
+    conn.close()
+    return {"jobs": n, "chunk": chunk, "seconds": seconds, "jobs_per_s": n / seconds}
+
+
 def cleanup() -> None:
     conn = raw_connect()
     conn.cursor().execute(f"DROP TABLE IF EXISTS {TABLE}")

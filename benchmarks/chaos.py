@@ -63,7 +63,8 @@ class Figures:
 def environment(server: SandboxMariaDB, lease: float) -> dict[str, str]:
     env = os.environ.copy()
     env.update(
-        DBQUEUE_DATABASE="mariadb",
+        # A MySQL sandbox (tests/mysql_server.py) says so; MariaDB's and Galera's do not.
+        DBQUEUE_DATABASE=getattr(server, "kind", "mariadb"),
         DBQUEUE_DB_HOST="127.0.0.1",
         DBQUEUE_DB_PORT=str(server.port),
         DBQUEUE_DB_NAME=DATABASE,

@@ -12,9 +12,21 @@ DB_NAME = os.environ.get("DBQUEUE_BENCH_DB", "dbqueue_bench")
 JOB_TABLE = "django_dbqueue_job"
 
 
+def engine() -> str:
+    """The server benchmarked: MySQL with DBQUEUE_DATABASE=mysql (tests/mysql_server.py's,
+    on DBQUEUE_MYSQL_PORT), else MariaDB (the test settings' choices)."""
+    return "mysql" if os.environ.get("DBQUEUE_DATABASE") == "mysql" else "mariadb"
+
+
+def server_port() -> int:
+    """The port the test settings use for ``engine()``."""
+    default = os.environ.get("DBQUEUE_MYSQL_PORT", "3307") if engine() == "mysql" else "3306"
+    return int(os.environ.get("DBQUEUE_DB_PORT") or default)
+
+
 def configure() -> None:
     """Point the test project at the benchmark database, then set Django up."""
-    os.environ["DBQUEUE_DATABASE"] = "mariadb"
+    os.environ["DBQUEUE_DATABASE"] = engine()
     os.environ["DBQUEUE_DB_NAME"] = DB_NAME
     os.environ.setdefault("DBQUEUE_LOG_LEVEL", "WARNING")
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench_settings"
@@ -32,7 +44,7 @@ def raw_connect(database: str | None = DB_NAME):
 
     params = {
         "host": os.environ.get("DBQUEUE_DB_HOST", "127.0.0.1"),
-        "port": int(os.environ.get("DBQUEUE_DB_PORT", "3306")),
+        "port": server_port(),
         "user": os.environ.get("DBQUEUE_DB_USER", "root"),
         "passwd": os.environ.get("DBQUEUE_DB_PASSWORD", ""),
         "charset": "utf8mb4",
@@ -52,7 +64,9 @@ def create_database() -> None:
     conn = raw_connect(None)
     cur = conn.cursor()
     cur.execute(f"DROP DATABASE IF EXISTS `{DB_NAME}`")
-    cur.execute(f"CREATE DATABASE `{DB_NAME}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+    # Each server's collation as the test settings give it (MySQL's own default there).
+    collation = "utf8mb4_0900_ai_ci" if engine() == "mysql" else "utf8mb4_unicode_ci"
+    cur.execute(f"CREATE DATABASE `{DB_NAME}` CHARACTER SET utf8mb4 COLLATE {collation}")
     conn.close()
     connections.close_all()
     call_command("migrate", verbosity=0)

@@ -74,15 +74,15 @@ def explain_ordinary(limit: int) -> str:
     read = Job.objects.due().unlimited().filter(queue_name="default").order_by(*CLAIM_ORDER)
     sql, params = read.values_list("pk", flat=True)[:limit].query.sql_with_params()
     with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN " + sql, params)
+        cursor.execute("EXPLAIN FORMAT=TRADITIONAL " + sql, params)  # MySQL 9's default is TREE
         row = dict(zip([c[0] for c in cursor.description], cursor.fetchone(), strict=True))
     return f"{row['type']} on {row['key']} ({row['ref']}), {row['Extra']}"
 
 
 def claim_costs(limit: int, claims: int, backlog: int) -> dict[str, float]:
-    from django_dbqueue.claiming import claim_from_queues
-    from django_dbqueue.fairness import FairClaims
     from django_dbqueue.models import Job
+    from django_dbqueue.transitions.fair import FairClaims
+    from django_dbqueue.transitions.shapes import claim_from_queues
 
     jobs = Job.objects.all()
 
@@ -90,7 +90,7 @@ def claim_costs(limit: int, claims: int, backlog: int) -> dict[str, float]:
         return claim_from_queues(jobs, ["default"], "bench", n, 60.0)
 
     def through(fair: FairClaims):
-        return lambda: fair.claim(jobs, ["default"], "bench", limit, 60.0, ordinary)
+        return lambda: fair.claim_fair_share(jobs, ["default"], "bench", limit, 60.0, ordinary)
 
     always = FairClaims()
     always.LOOK_EVERY = 0.0  # type: ignore[misc]

@@ -43,8 +43,8 @@ def grow_finished(target: int) -> None:
 
 
 def claim_costs(queues: list[str], batch: int, samples: int) -> dict:
-    from django_dbqueue.claiming import claim_from_queues
     from django_dbqueue.models import Job
+    from django_dbqueue.transitions.shapes import claim_from_queues
 
     jobs, times, reads = Job.objects.all(), [], []
     for _ in range(samples):

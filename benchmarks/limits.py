@@ -24,8 +24,8 @@ def fill_limited(n: int, keys: int, limit: int) -> None:
 
 def claim_ms(samples: int, limited: bool) -> float:
     """Median ms of claiming one job (and giving it back, untimed)."""
-    from django_dbqueue.claiming import claim_from_queues
     from django_dbqueue.models import Job
+    from django_dbqueue.transitions.shapes import claim_from_queues
 
     jobs, times = Job.objects.all(), []
     for _ in range(samples):

@@ -47,8 +47,8 @@ def measure(queues: list[str], shape: str | None, limit: int, claims: int) -> di
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from django_dbqueue.claiming import claim_from_queues
     from django_dbqueue.models import Job
+    from django_dbqueue.transitions.shapes import claim_from_queues
 
     jobs = Job.objects.all()
     times, sql_bytes, statements = [], [], []

@@ -12,7 +12,7 @@ import limits as limits_part
 import shapes as shapes_part
 import tank as tank_part
 import workflows as workflows_part
-from common import median
+from common import median, reset_jobs
 
 MIX = {"slow_fraction": 0.001, "slow_seconds": 0.2}
 
@@ -67,12 +67,17 @@ def enqueue(results: dict, sizes: dict) -> None:
         ours += enqueue_part.one_by_one(block, reset=False)["seconds"]
     done = max(1, n // block) * block
     bulk = enqueue_part.bulk(sizes["bulk_jobs"])
+    # The same rows through MySQLdb's executemany (benchmarks/bulk_ratio.py alternates the two).
+    reset_jobs()
+    multi_row = ceiling.multi_row_insert(sizes["bulk_jobs"])["jobs_per_s"]
     results["ceiling"]["single_insert_per_s"] = done / plain
+    results["ceiling"]["multi_row_insert_per_s"] = multi_row
     results["enqueue"] = {
         "one_by_one_per_s": done / ours,
         "one_by_one_ratio": plain / ours,
         "bulk": bulk,
         "bulk_ratio_to_single_insert": bulk["jobs_per_s"] / (done / plain),
+        "bulk_ratio_to_multi_row_insert": bulk["jobs_per_s"] / multi_row,
     }
 
 

@@ -56,7 +56,7 @@ def worker_main(out: multiprocessing.Queue) -> None:
     """One real worker; every claim it makes is timed: (start, seconds)."""
     configure()
     from django_dbqueue.tasks_api import task_backends
-    from django_dbqueue.worker import claims, loop
+    from django_dbqueue.worker.process import claims, loop
 
     timed: list[tuple[float, float]] = []
     claim = claims.claim_from_queues

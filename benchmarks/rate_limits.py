@@ -180,7 +180,7 @@ def explain_claim() -> list[tuple]:
     query = due.order_by("-priority", "run_after", "id").values_list("pk", flat=True)[:200]
     sql, params = query.query.sql_with_params()
     with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN " + sql, params)
+        cursor.execute("EXPLAIN FORMAT=TRADITIONAL " + sql, params)  # MySQL 9's default is TREE
         names = [column[0] for column in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 

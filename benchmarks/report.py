@@ -45,6 +45,17 @@ def rows(r: dict) -> list[tuple]:
                 bulk >= 20_000,
             )
         )
+        if "bulk_ratio_to_multi_row_insert" in e:
+            out.append(
+                (
+                    "enqueue bulk beside executemany (jobs/s)",
+                    bulk,
+                    ceiling.get("multi_row_insert_per_s"),
+                    e["bulk_ratio_to_multi_row_insert"],
+                    ">= 0.5x",
+                    e["bulk_ratio_to_multi_row_insert"] >= 0.5,
+                )
+            )
     roof = ceiling.get("drain", {}).get(2)
     for t in r.get("tank", []):
         kind = "mix" if t["slow_fraction"] else "no-op"
@@ -167,7 +178,8 @@ def _limit_rows(limits: dict | None) -> list[tuple]:
 
 def print_table(r: dict) -> None:
     m = r["machine"]
-    where = f"{m['nproc']} CPUs, MariaDB {m['mariadb']}, Python {m['python']}"
+    server = m.get("server") or f"MariaDB {m['mariadb']}"  # results before MySQL runs named only MariaDB
+    where = f"{m['nproc']} CPUs, {server}, Python {m['python']}"
     print(f"\ndjango-dbqueue benchmark, {m['date']}, {where}")
     header = ("figure", "value", "ceiling", "ratio", "target", "met")
     table = [header] + [

@@ -122,7 +122,7 @@ def machine() -> dict:
         "memory": run("free", "-h").splitlines()[1:2],
         "load_before": os.getloadavg(),
         "python": platform.python_version(),
-        "mariadb": version,
+        "server": f"{'MySQL' if common.engine() == 'mysql' else 'MariaDB'} {version}",
         "platform": platform.platform(),
     }
 

@@ -19,8 +19,8 @@ def _fill(n: int, queues: list[str]) -> None:
 def _claimer(shape: str, queues: list[str], batch: int, go, results) -> None:
     from django.db import connections
 
-    from django_dbqueue.claiming import claim_from_queues
     from django_dbqueue.models import Job
+    from django_dbqueue.transitions.shapes import claim_from_queues
 
     connections.close_all()  # never the parent's connection
     jobs, claimed, empty = Job.objects.all(), 0, 0

@@ -15,7 +15,7 @@ from common import configure, create_database, median
 def tick_ms(count: int, rounds: int) -> tuple[float, float]:
     from django_dbqueue.models import Schedule, ScheduledRun
     from django_dbqueue.tasks_api import task_backends
-    from django_dbqueue.worker.scheduler import Scheduler
+    from django_dbqueue.worker.housekeeping.scheduler import Scheduler
 
     Schedule.objects.all().delete()
     ScheduledRun.objects.all().delete()

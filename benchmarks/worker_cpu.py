@@ -60,7 +60,7 @@ class tracing:  # noqa: N801 (used as a function: with tracing(variant): ...)
         self.variant = variant
 
     def __enter__(self) -> None:
-        from django_dbqueue.worker import execution
+        from django_dbqueue.worker.process import execution
 
         self.job_spans = execution.job_spans
         if self.variant == VARIANTS[0]:
@@ -77,7 +77,7 @@ class tracing:  # noqa: N801 (used as a function: with tracing(variant): ...)
             trace.set_tracer_provider(provider)
 
     def __exit__(self, *exc: object) -> None:
-        from django_dbqueue.worker import execution
+        from django_dbqueue.worker.process import execution
 
         execution.job_spans = self.job_spans
         if self.variant == VARIANTS[2]:

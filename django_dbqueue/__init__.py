@@ -2,7 +2,8 @@
 
 from typing import Any
 
-__version__ = "0.1.0"
+from .version import __version__ as __version__
+
 __all__ = ["batch", "bulk_enqueue", "call", "chain", "current_batch", "current_job", "get_batch", "task"]
 
 

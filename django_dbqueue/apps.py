@@ -8,3 +8,9 @@ class DbQueueConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the system checks)
+        from .schedules.runs import task_problems
+        from .schedules.table import plug_task_check
+
+        # The stored schedules' model asks the enqueue side whether a task
+        # can run, without importing it (schedules/table.py).
+        plug_task_check(task_problems)

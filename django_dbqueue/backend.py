@@ -3,8 +3,10 @@
 ``django_dbqueue.backend.DatabaseBackend`` is the BACKEND path users write in
 ``TASKS``, so the class lives here, at the top of the enqueue side: it puts
 together the parts in enqueue/ (the task class, validation, keys, inserting,
-bulk, the row-as-result view), and none of them imports this module.
-``DatabaseTask`` and ``bulk_enqueue`` are importable from here too.
+bulk, the row-as-result view it holds as ``results``), and none of them
+imports this module. The rooms below ask ``routing.is_queue_backend()``
+whether a backend is one of ours. ``DatabaseTask`` and ``bulk_enqueue`` are
+importable from here too.
 """
 
 from __future__ import annotations
@@ -24,17 +26,18 @@ from .enqueue.bulk import DEFAULT_BATCH_SIZE, Call, build_jobs, insert_jobs, res
 from .enqueue.inserting import insert_job
 from .enqueue.keys import check_key_options
 from .enqueue.plan import Plan, Plans
-from .enqueue.results import ResultView
+from .enqueue.results import JobResult, ResultView
 from .enqueue.tasks import DatabaseTask
 from .enqueue.unique import insert_or_holder
 from .enqueue.validation import check_arguments, task_module_allowed, validate_fields
 from .options import OptionsError, QueueOptions, database_problem, entry_problems
+from .routing import MARK
 from .schema import schema_required
 from .tasks_api import BaseTaskBackend, InvalidTask, Task, TaskResult, task_enqueued
 from .workflows.calls import passed_results
 
 
-class DatabaseBackend(ResultView, BaseTaskBackend):
+class DatabaseBackend(BaseTaskBackend):
     """The ``django.tasks`` backend that stores each job as a row of
     :class:`~django_dbqueue.models.Job` for ``runqueue`` workers to claim.
     Configure it in ``TASKS`` with ``"BACKEND":
@@ -52,6 +55,7 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
         self._clock: DatabaseClock | None = None
+        self.results = ResultView(self)
         # Each reported by check() under its own id; enqueue and the
         # commands refuse to run on a bad config (options_error says why).
         self.entry_problems = entry_problems(alias, params)
@@ -94,6 +98,14 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
                 "worker would run it."
             )
 
+    def get_result(self, result_id: str) -> JobResult:
+        """The job of ``result_id``, whichever backend made it (enqueue/results.py)."""
+        return self.results.get_result(result_id)
+
+    def to_result(self, job: Any, task: Task | None = None) -> JobResult:
+        """The django.tasks view of a Job row (enqueue/results.py)."""
+        return self.results.to_result(job, task)
+
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         """Insert the job. Inside the caller's transaction it commits or rolls
         back with it; in autocommit mode a deadlocked INSERT is retried."""
@@ -132,8 +144,9 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
                 holder = job
             else:
                 on_duplicate = getattr(task, "on_duplicate", "return")
+                result_id = self.results.result_id
                 holder = retry_on_conflict(
-                    lambda: insert_or_holder(job, self.database, on_duplicate, self.result_id), self.database
+                    lambda: insert_or_holder(job, self.database, on_duplicate, result_id), self.database
                 )
         if holder is not job:
             return self.to_result(holder, task if holder.task_path == task.module_path else None)
@@ -201,6 +214,10 @@ class DatabaseBackend(ResultView, BaseTaskBackend):
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         return [*super().check(**kwargs), *backend_messages(self)]
+
+
+# routing.is_queue_backend() reads it, on this class and every subclass.
+setattr(DatabaseBackend, MARK, True)
 
 
 def bulk_enqueue(

@@ -13,11 +13,11 @@ from django.core import checks
 from .enqueue.loading import load_task
 from .enqueue.validation import check_arguments
 from .options import database_problem, read_database_problem
-from .tasks_api import InvalidTask
+from .tasks_api import DEFAULT_TASK_BACKEND_ALIAS, InvalidTask, task_backends
 
 if TYPE_CHECKING:
     from .backend import DatabaseBackend
-    from .operations.schedules import Schedule
+    from .schedules.spec import Schedule
 
 
 def backend_messages(backend: DatabaseBackend) -> list[checks.CheckMessage]:
@@ -52,7 +52,27 @@ def backend_messages(backend: DatabaseBackend) -> list[checks.CheckMessage]:
             "from the queue's own DATABASE."
         )
         messages.append(checks.Error(missing, hint=hint, id="django_dbqueue.E007"))
-    return messages + schedule_messages(backend)
+    return messages + schedule_messages(backend) + default_alias_messages(backend)
+
+
+def default_alias_messages(backend: DatabaseBackend) -> list[checks.CheckMessage]:
+    """TASKS without a "default" alias: a task that names no backend (most
+    do) raises InvalidTaskBackend when its module is imported. Said once,
+    by the first of our backends."""
+    from .enqueue.decorator import no_default_message
+    from .routing import queue_backends
+
+    aliases = list(task_backends.settings)
+    if DEFAULT_TASK_BACKEND_ALIAS in aliases or queue_backends()[:1] != [backend]:
+        return []
+    return [
+        checks.Warning(
+            no_default_message(aliases),
+            hint=f"Rename TASKS[{backend.alias!r}] to TASKS['default'], or give every task "
+            f"@task(backend={backend.alias!r}).",
+            id="django_dbqueue.W007",
+        )
+    ]
 
 
 def schedule_messages(backend: DatabaseBackend) -> list[checks.CheckMessage]:
@@ -72,27 +92,24 @@ def schedule_messages(backend: DatabaseBackend) -> list[checks.CheckMessage]:
                 f"{other!r}, on the same database. Runs are recorded by schedule name, so the two "
                 "would share them, and each time only one of them would enqueue."
             )
-            hint = f"Rename one of them (names compare without case). {hint}"
+            hint = f"Rename one of them. {hint}"
             messages.append(checks.Error(message, hint=hint, id="django_dbqueue.E005"))
     return messages
 
 
 def name_clash(backend: DatabaseBackend, name: str) -> str | None:
-    """The alias of a backend on ``backend``'s database with another
-    settings schedule named ``name``, without regard to case (as the stored
-    schedules' names compare with the settings', and as MySQL's default
-    collations compare the runs' names), or None."""
-    from .backend import DatabaseBackend
+    """The alias of another backend on ``backend``'s database with a
+    settings schedule named ``name``, or None. Names compare byte for byte,
+    as the runs' key does (fields.KeyField): "Report" is another schedule."""
+    from .routing import is_queue_backend
     from .tasks_api import task_backends
 
     for other in task_backends.all():
-        if not isinstance(other, DatabaseBackend) or other.options_error:
+        if not is_queue_backend(other) or other.options_error:
             continue
         if other.config.DATABASE != backend.config.DATABASE:
             continue
-        # In its own backend, only another spelling of the name clashes.
-        names = [s.name for s in other.config.SCHEDULES if other is not backend or s.name != name]
-        if any(theirs.casefold() == name.casefold() for theirs in names):
+        if other is not backend and any(s.name == name for s in other.config.SCHEDULES):
             return other.alias
     return None
 

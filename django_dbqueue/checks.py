@@ -2,6 +2,7 @@
 --database`, and by `runqueue` at start."""
 
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from django.core import checks
@@ -15,11 +16,22 @@ from .server_facts import lockless_engine, read_only_reason
 
 
 def _queue_databases(databases: Any) -> list[str]:
-    from .backend import DatabaseBackend
+    from .routing import is_queue_backend
 
-    used = {b.database for b in tasks_api.task_backends.all() if isinstance(b, DatabaseBackend)}
+    used = {b.database for b in tasks_api.task_backends.all() if is_queue_backend(b)}
     # An alias missing from DATABASES is the backend's own check's (E007).
     return sorted(used & set(databases or ()) & set(connections))
+
+
+def _mysql_variables(databases: Any, variables: str) -> Iterator[tuple[str, tuple]]:
+    """(alias, the server's ``variables``) for each MySQL or MariaDB queue database."""
+    for alias in _queue_databases(databases):
+        connection = connections[alias]
+        if connection.vendor != "mysql":
+            continue
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT {variables}")
+            yield alias, cursor.fetchone()
 
 
 @checks.register(checks.Tags.database)
@@ -94,13 +106,7 @@ def check_binlog_format(
     app_configs: Any = None, databases: Any = None, **kwargs: Any
 ) -> list[checks.CheckMessage]:
     warnings: list[checks.CheckMessage] = []
-    for alias in _queue_databases(databases):
-        connection = connections[alias]
-        if connection.vendor != "mysql":
-            continue
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT @@log_bin, @@binlog_format")
-            log_bin, binlog_format = cursor.fetchone()
+    for alias, (log_bin, binlog_format) in _mysql_variables(databases, "@@log_bin, @@binlog_format"):
         warning = binlog_warning(alias, log_bin, binlog_format)
         if warning is not None:
             warnings.append(warning)
@@ -120,6 +126,50 @@ def binlog_warning(alias: str, log_bin: Any, binlog_format: Any) -> checks.Warni
         "If this server is never replicated, silence django_dbqueue.W002 in "
         "SILENCED_SYSTEM_CHECKS.",
         id="django_dbqueue.W002",
+    )
+
+
+@checks.register(checks.Tags.database)
+def check_packet_size(
+    app_configs: Any = None, databases: Any = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """W008: a payload limit the server's max_allowed_packet undercuts. A
+    job's arguments or result as large as the limit allows would then be
+    refused by the server at the write (error 1153), not by the queue with
+    its own message when enqueued or returned."""
+    from .routing import queue_backends
+
+    warnings: list[checks.CheckMessage] = []
+    for alias, (packet,) in _mysql_variables(databases, "@@max_allowed_packet"):
+        for backend in queue_backends():
+            if backend.database != alias:
+                continue
+            for option in ("MAX_ARGUMENTS_BYTES", "MAX_RETURN_BYTES"):
+                warning = packet_warning(
+                    alias, backend.alias, option, getattr(backend.config, option), packet
+                )
+                if warning is not None:
+                    warnings.append(warning)
+    return warnings
+
+
+# What a job's row holds besides its arguments or result (its other columns,
+# the statement's text), well within this; the payload must leave it room.
+PACKET_MARGIN = 64 * 1024
+
+
+def packet_warning(alias: str, backend: str, option: str, limit: int, packet: Any) -> checks.Warning | None:
+    """W008 for one limit against the server's max_allowed_packet, or None."""
+    packet = int(packet or 0)
+    if not packet or limit + PACKET_MARGIN <= packet:
+        return None
+    return checks.Warning(
+        f"The task backend {backend!r} allows {limit:,} bytes (OPTIONS {option}), but the database "
+        f"{alias!r} refuses a statement over {packet:,} bytes (max_allowed_packet): a payload near "
+        "the limit would fail at the write with the server's error instead of the queue's message.",
+        hint=f"Lower OPTIONS {option} to at most {max(packet - PACKET_MARGIN, 0):,}, or raise the "
+        "server's max_allowed_packet.",
+        id="django_dbqueue.W008",
     )
 
 

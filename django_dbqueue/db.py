@@ -33,6 +33,12 @@ DB_ERRORS = (OperationalError, InterfaceError)
 # MySQL Group Replication its certification failure as 3101: a conflict to
 # run again, like a deadlock, never an outage or a failed attempt.
 MYSQL_CONFLICTS = {1213, 1205, 3101}
+# Group Replication also aborts a local transaction that holds a row a write
+# certified on another member needs (multi-primary mode): its COMMIT fails
+# with 1180 "Got error 149 - 'Lock deadlock; Retry transaction' during
+# COMMIT" (149: the storage engine's deadlock), a conflict as well, unlike
+# the 1180 of a Galera node outside the primary component (MYSQL_NOT_READY).
+COMMIT_DEADLOCK = (1180, "Got error 149 ")
 # PostgreSQL: deadlock_detected, serialization_failure, lock_not_available.
 POSTGRES_CONFLICTS = {"40P01", "40001", "55P03"}
 # MySQL/MariaDB client and server codes that mean the connection is gone:
@@ -67,11 +73,23 @@ def _code(exc: BaseException) -> object:
     return exc.args[0] if exc.args else None
 
 
+def _message(exc: BaseException) -> str:
+    cause = exc.__cause__ if exc.__cause__ is not None and getattr(exc.__cause__, "args", None) else exc
+    return str(cause.args[1]) if len(cause.args) > 1 else ""
+
+
+def _commit_deadlock(exc: BaseException) -> bool:
+    code, message = COMMIT_DEADLOCK
+    return _code(exc) == code and message in _message(exc)
+
+
 def is_conflict(exc: BaseException) -> bool:
     """Whether ``exc`` is a deadlock or lock timeout that a retry may cure."""
     if not isinstance(exc, OperationalError):
         return False
     if _code(exc) in MYSQL_CONFLICTS or (exc.args and exc.args[0] in MYSQL_CONFLICTS):
+        return True
+    if _commit_deadlock(exc):
         return True
     if getattr(exc.__cause__, "sqlstate", None) in POSTGRES_CONFLICTS:
         return True
@@ -141,7 +159,7 @@ def is_outage(exc: BaseException, using: str) -> bool:
 
 def not_ready(exc: BaseException) -> bool:
     """Whether the server answers but takes no writes for now (see MYSQL_NOT_READY)."""
-    return _code(exc) in MYSQL_NOT_READY
+    return _code(exc) in MYSQL_NOT_READY and not _commit_deadlock(exc)
 
 
 def check_writable(using: str, table: str) -> None:

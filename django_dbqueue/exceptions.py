@@ -31,6 +31,14 @@ class JobNotRunnable(Exception):
     a task, or its arguments no longer fit the function. Retrying cannot help."""
 
 
+class TaskNotDeployed(JobNotRunnable):
+    """A job's task path names a module that imports on this worker but
+    does not define the task: its code is older than the producer's (a
+    rolling deploy). The job goes back to the queue, its attempt unspent,
+    and fails with this only when no worker has run it within OPTIONS
+    UNDEPLOYED_TASK_GRACE_SECONDS, naming the workers that lacked it."""
+
+
 class JobTimeout(Exception):
     """Raised in a job that ran past its ``timeout``; it counts as a failed attempt."""
 
@@ -43,11 +51,27 @@ class ResultNotStorable(TypeError):
     that JSON cannot hold."""
 
 
+class CheckpointNotStorable(TypeError):
+    """A checkpoint that cannot be saved: not JSON the queue stores (as for
+    arguments: no NaN, no lone surrogate, at most 31 levels), over
+    MAX_CHECKPOINT_BYTES, or refused by the database. Raised by the call
+    that would write it (``checkpoint()``, ``advance()``, ``flush()``, a
+    step's end): an ordinary failure of the attempt, whose next attempt
+    resumes from the last checkpoint saved."""
+
+
 class TransactionUnusable(Exception):
     """An ``atomic=True`` task returned with its transaction unusable: marked
     for rollback (``transaction.set_rollback(True)``, or a database error
     caught inside it) or its connection closed (``close_old_connections()``).
     Its writes were rolled back and its attempt fails; the worker lives on."""
+
+
+class TransactionCommitted(TransactionUnusable):
+    """An ``atomic=True`` task committed the worker's transaction itself (a
+    raw ``COMMIT``, or a statement that commits implicitly) and then raised:
+    its attempt fails with this, the task's exception as its cause. What it
+    wrote before that commit is kept, so it no longer runs exactly once."""
 
 
 class JobCancelled(BaseException):

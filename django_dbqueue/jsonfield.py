@@ -22,6 +22,8 @@ import math
 import sys
 from typing import Any
 
+from django import forms
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models.fields.json import KeyTransform
 
@@ -97,6 +99,8 @@ def decode(raw: str, column: str) -> Any:
     try:
         value = _DECODER.decode(raw)
     except _NotFinite as exc:
+        if exc.text in ("NaN", "Infinity", "-Infinity"):
+            return Undecodable(raw, f"{column} {hold} {exc.text}, which is not a JSON number")
         return Undecodable(raw, f"{column} {hold} the number {_cut(exc.text)}, beyond a float's range")
     except RecursionError:  # far deeper than the limit (Python 3.10 recurses at ~990)
         return Undecodable(raw, _too_deep(column, are))
@@ -173,6 +177,42 @@ class TolerantJSONField(models.JSONField):
         if isinstance(value, Undecodable):
             return _raw_json(value.raw, connection)
         return super().get_db_prep_value(value, connection, prepared)
+
+    def formfield(self, **kwargs: Any) -> Any:
+        return super().formfield(**{"form_class": TolerantJSONFormField, "column": self.name, **kwargs})
+
+
+class TolerantJSONFormField(forms.JSONField):
+    """A form's JSON text read by the columns' rules (``decode()``): what
+    Python cannot decode, what is nested deeper than the queue stores, NaN
+    and infinities are a form error saying so. Django's own field lets
+    them through to a 500 (an over-long integer raises ValueError, deep
+    nesting RecursionError) or to a database that refuses the row."""
+
+    def __init__(self, *args: Any, column: str = "value", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.column = column
+
+    def to_python(self, value: Any) -> Any:
+        if self.disabled or value in self.empty_values or not isinstance(value, str):
+            return super().to_python(value)
+        if isinstance(value, forms.fields.JSONString):
+            return value
+        decoded = decode(value, self.column)
+        if isinstance(decoded, Undecodable):
+            raise ValidationError(f"The {decoded.reason}.", code="invalid")
+        return forms.fields.JSONString(decoded) if isinstance(decoded, str) else decoded
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        if self.disabled or not isinstance(data, str):
+            return super().bound_data(data, initial)
+        decoded = decode(data, self.column)
+        return forms.fields.InvalidJSONInput(data) if isinstance(decoded, Undecodable) else decoded
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, Undecodable):  # a row written by SQL: its text, to be corrected
+            return value.raw
+        return super().prepare_value(value)
 
 
 def _raw_json(text: str, connection: Any) -> Any:

@@ -4,8 +4,8 @@ from django.utils import timezone
 
 from .fields import KeyField
 from .jsonfield import TolerantJSONField
+from .schedules.table import Schedule
 from .status import FINISHED, Status
-from .stored_schedules import Schedule
 from .transitions import JobQuerySet, WorkerQuerySet
 from .workflows.models import Batch, BatchStatus, Dependency
 
@@ -54,6 +54,10 @@ class Job(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     enqueued_at = models.DateTimeField(default=timezone.now, db_default=Now())
     started_at = models.DateTimeField(null=True, blank=True)
+    # When the latest claim took the job (the database's now), set by the
+    # claim's own UPDATE at no extra cost: a batch claim records no start,
+    # so this is what the job's page can say of a run in progress.
+    claimed_at = models.DateTimeField(null=True, blank=True)
     last_attempted_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     return_value = TolerantJSONField(null=True, blank=True)
@@ -73,11 +77,11 @@ class Job(models.Model):
     # (transitions/claim.py, claim_limited); NULL for the ordinary job, which the usual claim takes.
     concurrency_key = KeyField(max_length=255, null=True, blank=True)
     concurrency_limit = models.PositiveIntegerField(null=True, blank=True)
-    # Fair share (fairness.py): jobs of several fairness keys (tenants, say)
+    # Fair share (transitions/fair.py): jobs of several fairness keys (tenants, say)
     # are claimed in turns, by OPTIONS FAIRNESS_WEIGHTS; NULL for the ordinary job.
     fairness_key = KeyField(max_length=191, null=True, blank=True)
     # At most N jobs of one rate_key claimed in any window of the period
-    # ("100/m": rates.py, transitions/rates.py); NULL for the ordinary job.
+    # ("100/m": rates.py, transitions/rated.py); NULL for the ordinary job.
     # On the row, so a producer in SQL can set it like any other column.
     rate_key = KeyField(max_length=191, null=True, blank=True)
     rate_limit = models.CharField(max_length=16, null=True, blank=True)
@@ -120,6 +124,11 @@ class Job(models.Model):
     # the task (current_job().metadata) and shown in the admin; it carries
     # the enqueuing trace context under "trace_context" (tracing.py).
     metadata = TolerantJSONField(default=dict, db_default={}, blank=True)
+    # Which bulk_enqueue() chunk wrote the row, on MySQL only: it has no
+    # INSERT ... RETURNING, so a chunk reads its ids back by this random
+    # token (enqueue/inserting.py). No index: the read starts at the
+    # chunk's first id. NULL for every other row; nothing clears it.
+    bulk_token = models.BigIntegerField(null=True, blank=True, editable=False)
 
     objects = JobQuerySet.as_manager()
 
@@ -197,9 +206,11 @@ class Worker(models.Model):
 class ScheduledRun(models.Model):
     """One run of a schedule that was enqueued. The unique (schedule,
     scheduled_at) pair is what makes every runqueue process on every host
-    enqueue each scheduled run exactly once (schedules.py)."""
+    enqueue each scheduled run exactly once (schedules/runs.py)."""
 
-    schedule = models.CharField(max_length=200)
+    # Compared byte for byte (fields.KeyField): "Report" and "rèport" are
+    # schedules of their own, whatever the table's collation.
+    schedule = KeyField(max_length=200)
     scheduled_at = models.DateTimeField()
     enqueued_at = models.DateTimeField(default=timezone.now, db_default=Now())
     # No foreign key: pruning finished jobs must not touch this table.
@@ -208,6 +219,9 @@ class ScheduledRun(models.Model):
     manual = models.BooleanField(default=False, db_default=False)
 
     class Meta:
+        # Its admin page is every schedule's, with their runs and Run now
+        # (admin/schedules.py); the database's schedules are "Stored schedules".
+        verbose_name_plural = "all schedules"
         constraints = [
             models.UniqueConstraint(fields=["schedule", "scheduled_at"], name="dbqueue_run_once"),
         ]
@@ -234,8 +248,8 @@ class ConcurrencyLock(models.Model):
 class RateSlot(models.Model):
     """One of the N slots of a rate key of limit N per period: free once
     ``free_at`` has passed, and moved a period on by the claim that uses it
-    (transitions/rates.py). A key's slots are made the first time a claim
-    meets it; slots past a lowered N are no longer used. A slot free for
+    (transitions/rated.py). A key's slots are made by the claims that need
+    them, no more than each takes; slots past a lowered N are no longer used. A slot free for
     more than an hour is deleted (operations/retention.py): absent and free
     are the same to a claim, which makes it again."""
 

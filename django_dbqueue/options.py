@@ -11,12 +11,31 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 
 from .exceptions import OptionsError
-from .operations.schedules import parse_schedules
+from .limits import COLUMN_MAX, MAX_SECONDS, MIN_SECONDS
 from .rates import parse_rate_limits
+from .schedules.spec import parse_schedules
+from .shown import shown
 from .status import FINISHED
 
 # The most jobs one claim takes (OPTIONS BATCH_SIZE and runqueue --batch).
 MAX_BATCH_SIZE = 1000
+# Options in seconds are from MIN_SECONDS to MAX_SECONDS (limits.py); a lease
+# of less than a second would run out between a claim and its job's start.
+MIN_LEASE_SECONDS = 1.0
+# Whole-number options and the largest value of each: MAX_ATTEMPTS is
+# stored in each job's max_attempts column; a payload over 1 GiB is past
+# any server's max_allowed_packet.
+MAX_WHOLE = {
+    "BATCH_SIZE": MAX_BATCH_SIZE,
+    "MAX_ATTEMPTS": COLUMN_MAX,
+    "MAX_ARGUMENTS_BYTES": 2**30,
+    "MAX_RETURN_BYTES": 2**30,
+}
+# Days of RETENTION: a century at most (the database's now minus that must
+# still be a time it holds).
+MAX_RETENTION_DAYS = 36_500
+# A fairness key's weight: from a millionth to a million times the default's.
+MIN_WEIGHT, MAX_WEIGHT = 1e-6, 1e6
 # The keys of a TASKS entry that Django reads; anything else there is ignored by it.
 ENTRY_KEYS = ("BACKEND", "QUEUES", "OPTIONS")
 
@@ -35,7 +54,7 @@ class QueueOptions:
     LEASE_SECONDS: float = 60.0
     BATCH_SIZE: int = 200
     # Once the job in hand has run this long, the unstarted rest of its batch
-    # goes back to the queue for idle workers (worker/giveback.py).
+    # goes back to the queue for idle workers (worker/process/giveback.py).
     BATCH_HOLD_SECONDS: float = 0.1
     MAX_ATTEMPTS: int = 3
     RETRY_BACKOFF_BASE: float = 2.0
@@ -58,27 +77,39 @@ class QueueOptions:
     CANCEL_GRACE_SECONDS: float = 10.0
     # How often the heartbeat looks for cancel requests and writes progress.
     CONTROL_INTERVAL: float = 1.0
+    # How long a job whose task the workers' code lacks (its module imports
+    # without it: a rolling deploy) keeps going back to the queue, from its
+    # first give-back, before it fails (worker/process/undeployed.py); 0: at once.
+    UNDEPLOYED_TASK_GRACE_SECONDS: float = 900.0
     # Longest wait between reconnection attempts while the database is away.
     RECONNECT_BACKOFF_MAX: float = 5.0
     # Modules (or packages) besides installed apps whose tasks workers may run.
     ALLOWED_TASK_MODULES: tuple[str, ...] = ()
-    # Recurring jobs by name (operations/schedules.py; docs/scheduling.md).
+    # Recurring jobs by name (schedules/spec.py; docs/scheduling.md).
     SCHEDULES: tuple[Any, ...] = ()
     # Days to keep finished jobs, per outcome; the heartbeat deletes older
     # ones in small batches (operations/retention.py). An outcome left out is kept.
     RETENTION: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
     # Fair share: each fairness key's weight (above zero); a key left out
-    # weighs 1 (django_dbqueue/fairness.py; docs/fairness.md).
+    # weighs 1 (django_dbqueue/transitions/fair.py; docs/fairness.md).
     FAIRNESS_WEIGHTS: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
     # Rate limits by rate key ("queue:email": a whole queue), winning over the
     # limit jobs of that key carry (rates.py; docs/scheduling.md, "Rate limits").
     RATE_LIMITS: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
 
+    # Big operations (operations/big.py): one that changes at most
+    # OPERATION_INLINE_ROWS rows does so at once; a bigger one runs as a job
+    # on OPERATIONS_QUEUE ("": "default", or the first of QUEUES), changing
+    # OPERATION_CHUNK_ROWS rows per transaction.
+    OPERATION_INLINE_ROWS: int = 500
+    OPERATION_CHUNK_ROWS: int = 1000
+    OPERATIONS_QUEUE: str = ""
+
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> "QueueOptions":
         """The options of ``raw``, or :class:`OptionsError` naming every problem."""
         if not isinstance(raw, dict):
-            raise OptionsError([f"OPTIONS must be a dict of django_dbqueue's options, not {raw!r}."])
+            raise OptionsError([f"OPTIONS must be a dict of django_dbqueue's options, not {shown(raw)}."])
         known = {f.name: f for f in fields(cls)}
         problems = [_unknown_option(name, known) for name in raw if name not in known]
         values = {}
@@ -93,8 +124,6 @@ class QueueOptions:
         if problems:
             raise OptionsError(problems)
         options = cls(**values)
-        if options.BATCH_SIZE > MAX_BATCH_SIZE:
-            problems.append(f"OPTIONS BATCH_SIZE must be at most {MAX_BATCH_SIZE}, not {options.BATCH_SIZE}.")
         if options.POLL_INTERVAL_MIN > options.POLL_INTERVAL_MAX:
             problems.append("OPTIONS POLL_INTERVAL_MIN must not exceed POLL_INTERVAL_MAX.")
         if problems:
@@ -127,20 +156,20 @@ def _parse_one(name: str, kind: Any, value: Any) -> Any:
             raise ImproperlyConfigured(str(exc)) from None
     if kind == tuple[str, ...]:
         if isinstance(value, str) or not isinstance(value, (list, tuple)):
-            raise ImproperlyConfigured(f"OPTIONS {name} must be a list of module paths, not {value!r}.")
+            raise ImproperlyConfigured(f"OPTIONS {name} must be a list of module paths, not {shown(value)}.")
         for item in value:
             if not isinstance(item, str) or not item or not all(p.isidentifier() for p in item.split(".")):
-                raise ImproperlyConfigured(f"OPTIONS {name} holds {item!r}, which is not a module path.")
+                raise ImproperlyConfigured(f"OPTIONS {name} holds {shown(item)}, which is not a module path.")
         return tuple(value)
     if kind == str | None:
         if value is not None and (not isinstance(value, str) or not value):
             raise ImproperlyConfigured(
-                f"OPTIONS {name} must be a database alias (a string) or None, not {value!r}."
+                f"OPTIONS {name} must be a database alias (a string) or None, not {shown(value)}."
             )
         return value
     if kind is str:
         if not isinstance(value, str):
-            raise ImproperlyConfigured(f"OPTIONS {name} must be a string, not {value!r}.")
+            raise ImproperlyConfigured(f"OPTIONS {name} must be a string, not {shown(value)}.")
         return value
     if value is None and kind == float | None:
         return None
@@ -148,11 +177,25 @@ def _parse_one(name: str, kind: Any, value: Any) -> Any:
         return 0.0
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
         what = "zero or a positive number" if name in ZERO_ALLOWED else "a positive number"
-        raise ImproperlyConfigured(f"OPTIONS {name} must be {what}, not {value!r}.")
+        raise ImproperlyConfigured(f"OPTIONS {name} must be {what}, not {shown(value)}.")
     if kind is int:
-        if int(value) != value:
-            raise ImproperlyConfigured(f"OPTIONS {name} must be a whole number, not {value!r}.")
+        if value != int(value):
+            raise ImproperlyConfigured(f"OPTIONS {name} must be a whole number, not {shown(value)}.")
+        most = MAX_WHOLE.get(name)
+        if most is not None and value > most:
+            raise ImproperlyConfigured(f"OPTIONS {name} must be at most {most:,}, not {shown(value)}.")
         return int(value)
+    return _seconds(name, value)
+
+
+def _seconds(name: str, value: int | float) -> float:
+    """An option in seconds, between its least and MAX_SECONDS."""
+    least = MIN_LEASE_SECONDS if name == "LEASE_SECONDS" else MIN_SECONDS
+    if not least <= value <= MAX_SECONDS:
+        raise ImproperlyConfigured(
+            f"OPTIONS {name} must be from {least:g} to {MAX_SECONDS:,} seconds (366 days), "
+            f"not {shown(value)}."
+        )
     return float(value)
 
 
@@ -161,7 +204,7 @@ def _parse_one(name: str, kind: Any, value: Any) -> Any:
 OUTCOMES = tuple(status.value for status in FINISHED)
 # Options for which zero means something: a STOP_TIMEOUT of 0 interrupts the
 # job in hand at its next checkpoint, at once.
-ZERO_ALLOWED = frozenset({"STOP_TIMEOUT"})
+ZERO_ALLOWED = frozenset({"STOP_TIMEOUT", "UNDEPLOYED_TASK_GRACE_SECONDS"})
 
 
 def _parse_retention(value: Any) -> MappingProxyType:
@@ -169,16 +212,23 @@ def _parse_retention(value: Any) -> MappingProxyType:
     if not isinstance(value, dict):
         raise ImproperlyConfigured(
             f"OPTIONS RETENTION must be a dict of days per outcome, such as "
-            f'{{"SUCCESSFUL": 7, "FAILED": 30}}, not {value!r}.'
+            f'{{"SUCCESSFUL": 7, "FAILED": 30}}, not {shown(value)}.'
         )
     problems = []
     days = {}
     for outcome, keep in value.items():
         if outcome not in OUTCOMES:
-            problems.append(f"OPTIONS RETENTION names {outcome!r}; the outcomes are {', '.join(OUTCOMES)}.")
+            problems.append(
+                f"OPTIONS RETENTION names {shown(outcome)}; the outcomes are {', '.join(OUTCOMES)}."
+            )
         elif isinstance(keep, bool) or not isinstance(keep, (int, float)) or not 0 < keep < float("inf"):
             problems.append(
-                f"OPTIONS RETENTION[{outcome!r}] must be a number of days above zero, not {keep!r}."
+                f"OPTIONS RETENTION[{shown(outcome)}] must be a number of days above zero, not {shown(keep)}."
+            )
+        elif keep > MAX_RETENTION_DAYS:
+            problems.append(
+                f"OPTIONS RETENTION[{shown(outcome)}] must be at most {MAX_RETENTION_DAYS:,} days (a "
+                f"century), not {shown(keep)}; leave the outcome out to keep its jobs for ever."
             )
         else:
             days[outcome] = float(keep)
@@ -192,16 +242,25 @@ def _parse_weights(value: Any) -> MappingProxyType:
     if not isinstance(value, dict):
         raise ImproperlyConfigured(
             "OPTIONS FAIRNESS_WEIGHTS must be a dict of weights per fairness key, such as "
-            f'{{"tenant-vip": 3}}, not {value!r}.'
+            f'{{"tenant-vip": 3}}, not {shown(value)}.'
         )
     problems = []
     for key, weight in value.items():
         if not isinstance(key, str) or not key:
-            problems.append(f"OPTIONS FAIRNESS_WEIGHTS names {key!r}; a fairness key is a non-empty string.")
+            problems.append(
+                f"OPTIONS FAIRNESS_WEIGHTS names {shown(key)}; a fairness key is a non-empty string."
+            )
         elif (
             isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight < float("inf")
         ):
-            problems.append(f"OPTIONS FAIRNESS_WEIGHTS[{key!r}] must be a number above zero, not {weight!r}.")
+            problems.append(
+                f"OPTIONS FAIRNESS_WEIGHTS[{shown(key)}] must be a number above zero, not {shown(weight)}."
+            )
+        elif not MIN_WEIGHT <= weight <= MAX_WEIGHT:
+            problems.append(
+                f"OPTIONS FAIRNESS_WEIGHTS[{shown(key)}] must be from {MIN_WEIGHT:.6f} to {MAX_WEIGHT:,.0f} "
+                f"(the default weight is 1), not {shown(weight)}."
+            )
     if problems:
         raise OptionsError(problems)
     return MappingProxyType({key: float(weight) for key, weight in value.items()})
@@ -235,7 +294,7 @@ def entry_problems(alias: str, params: dict[str, Any]) -> list[str]:
     for key in params:
         if key in ENTRY_KEYS:
             continue
-        where = f"TASKS[{alias!r}] has the key {key!r}"
+        where = f"TASKS[{alias!r}] has the key {shown(key)}"
         if key in options:
             problems.append(f"{where}, which is one of django_dbqueue's OPTIONS: put it under 'OPTIONS'.")
         elif (meant := _close(key, ENTRY_KEYS)) is not None:
@@ -268,6 +327,6 @@ def _unknown_alias(alias: str, database: Any, does: str, option: str) -> str | N
     if not isinstance(database, str) or database in settings.DATABASES:
         return None
     return (
-        f"The task backend {alias!r} {does} the database {database!r} (OPTIONS {option}), "
+        f"The task backend {alias!r} {does} the database {shown(database)} (OPTIONS {option}), "
         f"which is not in DATABASES; its aliases are {', '.join(settings.DATABASES)}."
     )

@@ -19,7 +19,7 @@ id alone; a bare id always means the home database.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 from django.db import DEFAULT_DB_ALIAS
 
@@ -30,20 +30,30 @@ if TYPE_CHECKING:
 
 # Between a backend's alias and the job's id in a result id: "reports:17".
 SEPARATOR = ":"
+# The largest id a job or batch can have: a 64-bit signed BIGINT on every database.
+MAX_ID = 2**63 - 1
+# The class attribute DatabaseBackend (and so every subclass) sets to True.
+MARK = "is_queue_backend"
+
+
+def is_queue_backend(backend: object) -> TypeGuard[DatabaseBackend]:
+    """Whether ``backend`` is a django_dbqueue backend, and not another
+    app's. Read from a mark on its class, not by ``isinstance``: the rooms
+    below the backend ask here rather than import backend.py, which sits
+    above them all (docs/development.md: imports run one way)."""
+    return getattr(type(backend), MARK, False) is True
 
 
 def queue_backends() -> list[DatabaseBackend]:
     """The configured django_dbqueue backends, the default alias first,
     the others in the order of ``TASKS``."""
-    from .backend import DatabaseBackend
-
     found = []
     for alias in task_backends.settings:
         try:
             backend = task_backends[alias]
         except InvalidTaskBackend:
             continue  # another app's misconfiguration; Django's own check reports it
-        if isinstance(backend, DatabaseBackend):
+        if is_queue_backend(backend):
             found.append(backend)
     return sorted(found, key=lambda backend: backend.alias != DEFAULT_TASK_BACKEND_ALIAS)
 
@@ -77,3 +87,29 @@ def split_result_id(result_id: object) -> tuple[str | None, str]:
     text = str(result_id)
     alias, separator, pk = text.rpartition(SEPARATOR)
     return (alias, pk) if separator else (None, text)
+
+
+def stored_id(value: object) -> int | None:
+    """``value`` (an int, or a string of ASCII digits) as a job's or
+    batch's id, or None if no row can have it: anything else, or past
+    MAX_ID, which SQLite's driver cannot even bind (OverflowError)."""
+    if isinstance(value, str):
+        if not (value.isascii() and value.isdigit() and len(value) <= len(str(MAX_ID))):
+            return None
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 0 < value <= MAX_ID else None
+
+
+def argument_limit(database: str) -> int:
+    """The ``MAX_ARGUMENTS_BYTES`` that holds for jobs on ``database``
+    where no enqueue() checks them (a ``pass_result`` job's arguments, made
+    when it is released): the smallest of its backends' limits, since any
+    of them may run the job; the default when no backend keeps jobs there."""
+    from .options import QueueOptions
+
+    limits = [
+        backend.config.MAX_ARGUMENTS_BYTES for backend in queue_backends() if backend.database == database
+    ]
+    return min(limits, default=QueueOptions.MAX_ARGUMENTS_BYTES)

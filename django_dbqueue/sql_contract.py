@@ -17,6 +17,16 @@ from typing import Any
 
 from django.db import DatabaseError
 
+from .sql_checks import (
+    MYSQL_DECLARATIONS,
+    PROCEDURE,
+    mariadb_json_checks,
+    mysql_json_checks,
+    refuse,
+    signal_message,
+    sql_text,
+)
+
 # 2: refuses numbers Python cannot read back (integers over 4,300 digits,
 # numbers beyond a double), and measures MAX_ARGUMENTS_BYTES as enqueue() does.
 # 3: the WAITING status (workflows), and the control columns producers may
@@ -24,10 +34,12 @@ from django.db import DatabaseError
 # progress_at, interruptions); the procedure itself is unchanged.
 # 4: metadata, a JSON object a producer may write (its trace context under
 # "trace_context", which a worker links its span to); fairness_key (fair
-# share, fairness.py) and the rate-limit columns rate_key and rate_limit,
+# share, transitions/fair.py) and the rate-limit columns rate_key and rate_limit,
 # which a producer may set; the procedure itself is unchanged.
-VERSION = 4
-PROCEDURE = "dbqueue_enqueue"
+# 5: the procedure works on MySQL (4 called MariaDB's JSON_COMPACT there),
+# where it also refuses integers beyond 64 bits, which MySQL's JSON would
+# store as approximate doubles; on MariaDB it is unchanged.
+VERSION = 5
 COMMENT = f"django-dbqueue SQL contract {VERSION}"
 
 # MySQL/MariaDB errors that mean this user may not create routines:
@@ -35,8 +47,6 @@ COMMENT = f"django-dbqueue SQL contract {VERSION}"
 # ER_SPECIFIC_ACCESS_DENIED_ERROR, ER_PROCACCESS_DENIED_ERROR,
 # ER_BINLOG_CREATE_ROUTINE_NEED_SUPER.
 NOT_PERMITTED = frozenset({1044, 1142, 1227, 1370, 1419})
-# The most digits Python converts to an int by default (sys.int_info).
-INT_DIGITS = 4300
 
 
 @dataclass(frozen=True)
@@ -50,10 +60,10 @@ def config_for(database: str) -> ProcedureConfig:
     """What the procedure on ``database`` checks: the QUEUES of every
     DatabaseBackend kept there, and the limits of the first of them (the
     default backend if it is one)."""
-    from .backend import DatabaseBackend
+    from .routing import is_queue_backend
     from .tasks_api import DEFAULT_TASK_BACKEND_ALIAS, task_backends
 
-    backends = [b for b in task_backends.all() if isinstance(b, DatabaseBackend) and b.database == database]
+    backends = [b for b in task_backends.all() if is_queue_backend(b) and b.database == database]
     if not backends:
         return ProcedureConfig()
     backends.sort(key=lambda b: b.alias != DEFAULT_TASK_BACKEND_ALIAS)
@@ -62,55 +72,22 @@ def config_for(database: str) -> ProcedureConfig:
     return ProcedureConfig(tuple(queues), first.MAX_ATTEMPTS, first.MAX_ARGUMENTS_BYTES)
 
 
-def _text(value: str) -> str:
-    """``value`` as a MySQL string literal (backslash escapes on, as by default)."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
-
-
-# What the procedure refuses, in the words of its SQL error (SQLSTATE 45000).
-REFUSALS = {
-    "task_path": (
-        "task_path must be a dotted path such as myapp.tasks.send_welcome, of at most 255 characters."
-    ),
-    "args_json": "args is not valid JSON (or is nested more than 31 lists or objects deep).",
-    "args_type": 'args must be a JSON array, such as [42, "text"].',
-    "kwargs_json": "kwargs is not valid JSON (or is nested more than 31 lists or objects deep).",
-    "kwargs_type": 'kwargs must be a JSON object, such as {"user_id": 42}.',
-    "depth": "args and kwargs may be nested at most 31 lists or objects deep.",
-    "queue_length": "the queue name must be 1 to 64 characters long.",
-    "priority": "priority must be between -100 and 100.",
-    "max_attempts": "max_attempts must be at least 1.",
-    "long_integer": (
-        f"args and kwargs hold an integer of more than {INT_DIGITS:,} digits, more than Python "
-        "converts; send such numbers as strings."
-    ),
-    "not_finite": (
-        "args and kwargs hold a number at or beyond the largest double (1.7976931348623157e308), "
-        "which Python would read as infinity; send such numbers as strings."
-    ),
-}
-
-
-def _refuse(reason: str) -> str:
-    return _signal(_text(f"{PROCEDURE}: {REFUSALS[reason]}"))
-
-
-def _signal(message: str) -> str:
-    return f"SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = {message};"
-
-
-def procedure_sql(table: str, config: ProcedureConfig) -> str:
-    """``CREATE PROCEDURE dbqueue_enqueue(...)`` for ``table`` and ``config``."""
+def procedure_sql(table: str, config: ProcedureConfig, mariadb: bool = True) -> str:
+    """``CREATE PROCEDURE dbqueue_enqueue(...)`` for ``table`` and ``config``,
+    on MariaDB or (``mariadb=False``) MySQL, whose JSON functions differ."""
+    limit = int(config.max_argument_bytes)
+    json_checks = mariadb_json_checks(limit) if mariadb else mysql_json_checks(limit)
+    signal = signal_message(mariadb)
     if config.queues:
         # As hex: an exact, byte-wise match (as QUEUES is), and a list
         # installed_queues() reads back without parsing SQL escapes.
         names = ", ".join(f"'{q.encode().hex().upper()}'" for q in config.queues)
-        listed = _text(", ".join(config.queues))
+        listed = sql_text(", ".join(config.queues))
         queue_check = f"""
     IF HEX(v_queue) NOT IN ({names}) THEN
         SET v_message = CONCAT('dbqueue_enqueue: the queue ', QUOTE(LEFT(v_queue, 64)),
             ' is not one of QUEUES (', {listed}, '), so no worker would run the job.');
-        {_signal("v_message")}
+        {signal}
     END IF;"""
     else:
         queue_check = ""
@@ -118,7 +95,7 @@ def procedure_sql(table: str, config: ProcedureConfig) -> str:
     IN p_task_path TEXT, IN p_args LONGTEXT, IN p_kwargs LONGTEXT, IN p_queue TEXT,
     IN p_priority INT, IN p_run_after DATETIME(6), IN p_max_attempts INT, OUT p_job_id BIGINT)
 MODIFIES SQL DATA
-COMMENT {_text(COMMENT)}
+COMMENT {sql_text(COMMENT)}
 BEGIN
     DECLARE v_args LONGTEXT DEFAULT COALESCE(p_args, '[]');
     DECLARE v_kwargs LONGTEXT DEFAULT COALESCE(p_kwargs, '{{}}');
@@ -127,65 +104,19 @@ BEGIN
     DECLARE v_max_attempts INT DEFAULT COALESCE(p_max_attempts, {int(config.max_attempts)});
     DECLARE v_message VARCHAR(512);
     DECLARE v_size BIGINT;
-    DECLARE v_long, v_huge INT;
+    DECLARE v_long, v_huge INT;{"" if mariadb else MYSQL_DECLARATIONS}
     IF p_task_path IS NULL OR CHAR_LENGTH(p_task_path) NOT BETWEEN 3 AND 255
             OR p_task_path NOT REGEXP '^[A-Za-z_][A-Za-z0-9_]*([.][A-Za-z_][A-Za-z0-9_]*)+$' THEN
-        {_refuse("task_path")}
+        {refuse("task_path")}
     END IF;
-    IF JSON_VALID(v_args) IS NOT TRUE THEN
-        {_refuse("args_json")}
-    END IF;
-    IF JSON_TYPE(v_args) <> 'ARRAY' THEN
-        {_refuse("args_type")}
-    END IF;
-    IF JSON_VALID(v_kwargs) IS NOT TRUE THEN
-        {_refuse("kwargs_json")}
-    END IF;
-    IF JSON_TYPE(v_kwargs) <> 'OBJECT' THEN
-        {_refuse("kwargs_type")}
-    END IF;
-    IF JSON_DEPTH(v_args) > 32 OR JSON_DEPTH(v_kwargs) > 32 THEN
-        {_refuse("depth")}
-    END IF;
-    -- As enqueue() measures: compact JSON, in UTF-8 bytes.
-    SET v_size = LENGTH(JSON_COMPACT(v_args)) + LENGTH(JSON_COMPACT(v_kwargs));
-    IF v_size > {int(config.max_argument_bytes)} THEN
-        SET v_message = CONCAT('dbqueue_enqueue: args and kwargs take ', v_size,
-            ' bytes as compact JSON, more than the limit of {int(config.max_argument_bytes)} ',
-            '(MAX_ARGUMENTS_BYTES).');
-        {_signal("v_message")}
-    END IF;
-    -- Numbers Python cannot read back: an integer of more digits than it
-    -- converts, or a float beyond a double. Only text with 210 digits in a
-    -- row or an exponent of 100 or more can hold one (strings included, so
-    -- the test is cheap): just then is every value looked at, as JSON, so
-    -- that digits inside strings never count.
-    IF CONCAT(v_args, ' ', v_kwargs) REGEXP '[0-9]{{210}}|[eE][+]?0*[1-9][0-9]{{2}}' THEN
-        SELECT COALESCE(SUM(j REGEXP '^-?[0-9]{{{INT_DIGITS + 1},}}$'), 0),
-               COALESCE(SUM(j REGEXP '^-?[0-9]+[.eE]' AND ABS(d) >= 1.7976931348623157e308), 0)
-            INTO v_long, v_huge
-            FROM (SELECT j, d FROM JSON_TABLE(JSON_EXTRACT(v_args, '$**[*]', '$**.*'),
-                      '$[*]' COLUMNS (j JSON PATH '$', d DOUBLE PATH '$')) AS a
-                  UNION ALL
-                  SELECT j, d FROM JSON_TABLE(JSON_EXTRACT(v_kwargs, '$**[*]', '$**.*'),
-                      '$[*]' COLUMNS (j JSON PATH '$', d DOUBLE PATH '$')) AS k) AS scalars
-            -- Containers convert to NULL; a float beyond a double, to the largest one.
-            WHERE d IS NOT NULL;
-        IF v_long > 0 THEN
-            {_refuse("long_integer")}
-        END IF;
-        IF v_huge > 0 THEN
-            {_refuse("not_finite")}
-        END IF;
-    END IF;
-    IF CHAR_LENGTH(v_queue) NOT BETWEEN 1 AND 64 THEN
-        {_refuse("queue_length")}
+{json_checks}    IF CHAR_LENGTH(v_queue) NOT BETWEEN 1 AND 64 THEN
+        {refuse("queue_length")}
     END IF;{queue_check}
     IF v_priority NOT BETWEEN -100 AND 100 THEN
-        {_refuse("priority")}
+        {refuse("priority")}
     END IF;
     IF v_max_attempts < 1 THEN
-        {_refuse("max_attempts")}
+        {refuse("max_attempts")}
     END IF;
     -- Times in UTC whatever the session's time_zone: workers compare
     -- run_after with UTC_TIMESTAMP().
@@ -201,7 +132,10 @@ def install_statements(connection: Any, config: ProcedureConfig | None = None) -
 
     config = config or config_for(connection.alias)
     table = connection.ops.quote_name(Job._meta.db_table)
-    return [f"DROP PROCEDURE IF EXISTS {PROCEDURE}", procedure_sql(table, config)]
+    return [
+        f"DROP PROCEDURE IF EXISTS {PROCEDURE}",
+        procedure_sql(table, config, mariadb=connection.mysql_is_mariadb),
+    ]
 
 
 def install(connection: Any, config: ProcedureConfig | None = None) -> None:

@@ -142,7 +142,7 @@ class JobSpans:
         provider = trace.get_tracer_provider()
         if isinstance(provider, trace.ProxyTracerProvider):
             return None
-        from . import __version__
+        from .version import __version__
 
         try:
             self.tracer = provider.get_tracer(TRACER_NAME, __version__)

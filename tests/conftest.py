@@ -4,13 +4,15 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from django.db import close_old_connections, connection
+from django.db import connection
+
+from tests.status_guard import StatusGuard
+from tests.threads import together
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGE = ROOT / "testproject" / "manage.py"
@@ -31,19 +33,34 @@ def vendor() -> str:
     return connection.vendor
 
 
+# The suite's database (testproject/settings.py). "mariadb" and "mysql" both
+# go through Django's MySQL backend: a test for what they share checks
+# DATABASE in MYSQL_FAMILY; one for a MariaDB server of its own (a private
+# mariadbd, Galera) checks DATABASE == "mariadb".
+DATABASE = os.environ.get("DBQUEUE_DATABASE", "sqlite")
+MYSQL_FAMILY = ("mariadb", "mysql")
+
 needs_row_locks = pytest.mark.skipif(
-    os.environ.get("DBQUEUE_DATABASE", "sqlite") == "sqlite",
-    reason="needs a database with row locks (MariaDB or PostgreSQL)",
+    DATABASE == "sqlite",
+    reason="needs a database with row locks (MySQL, MariaDB or PostgreSQL)",
 )
 
 
-def once_on_mariadb(covered: str) -> pytest.MarkDecorator:
+# The database the database-independent process tests run on. ./dev sets it to
+# the one server of the run that has them (MySQL, or MariaDB when the MySQL
+# lane cannot run), so that CI runs them once; run by hand, they run on either.
+ONCE_ON = os.environ.get("DBQUEUE_ONCE_ON", " ".join(MYSQL_FAMILY)).split()
+
+
+def once_per_run(covered: str) -> pytest.MarkDecorator:
     """Run a process test whose behaviour does not depend on the database
-    once, in the MariaDB suite (CI fails rather than skips without MariaDB).
-    ``covered`` says which tests run its SQL on the other databases."""
+    once per CI run: in the MySQL suite (the MariaDB suite's when the MySQL
+    lane cannot run; CI fails rather than skips without them). ``covered``
+    says which tests run its SQL on the other databases."""
     return pytest.mark.skipif(
-        os.environ.get("DBQUEUE_DATABASE", "sqlite") != "mariadb",
-        reason=f"database-independent: runs once, with the MariaDB suite; on this database, {covered}",
+        DATABASE not in ONCE_ON,
+        reason=f"database-independent: runs once, in the {' or '.join(ONCE_ON)} suite; "
+        f"on this database, {covered}",
     )
 
 
@@ -83,29 +100,14 @@ def claim_in_threads(
     return the ids each owner ``t0``, ``t1``, ... got. An empty claim may only
     mean the others held every candidate at that instant, so a thread stops
     when nothing is READY, not on its first empty claim."""
-    seen: list[list[int]] = [[] for _ in range(threads)]
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(threads)
 
-    def claimer(index: int) -> None:
-        try:
-            barrier.wait()
-            while ready():
-                seen[index].extend(job.pk for job in claim(f"t{index}"))
-        except BaseException as exc:  # re-raised below, not swallowed
-            errors.append(exc)
-        finally:
-            close_old_connections()
-            connection.close()
+    def claimer(index: int) -> list[int]:
+        seen: list[int] = []
+        while ready():
+            seen.extend(job.pk for job in claim(f"t{index}"))
+        return seen
 
-    workers = [threading.Thread(target=claimer, args=(i,)) for i in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(120)
-    if errors:
-        raise errors[0]
-    return seen
+    return together(claimer, threads)
 
 
 class Runqueue:
@@ -180,19 +182,25 @@ def runqueue(tmp_path: Path) -> Iterator[Callable[..., Runqueue]]:
         proc.stop()
 
 
-needs_mariadb = pytest.mark.skipif(
-    os.environ.get("DBQUEUE_DATABASE", "sqlite") != "mariadb",
-    reason="rehearses MariaDB outages on a private MariaDB server; runs with DBQUEUE_DATABASE=mariadb",
+# The outage and chaos tests stop, kill and restart a server of their own
+# (sandbox_server): in CI once, in the MySQL suite (ONCE_ON), and in the
+# cluster run on Galera; by hand, in the MySQL or the MariaDB suite.
+needs_sandbox = pytest.mark.skipif(
+    DATABASE not in ONCE_ON,
+    reason=f"rehearses outages on a private server: runs once, in the {' or '.join(ONCE_ON)} suite",
 )
 
 
 @pytest.fixture(scope="session")
-def sandbox_mariadb() -> Iterator[object]:
-    """A private MariaDB server that tests may kill and restart; never the shared one.
-    In the cluster run (DBQUEUE_CLUSTER=1), the Galera cluster instead: its
-    crash SIGKILLs the writer node and the proxy fails over (tests/galera.py)."""
+def sandbox_server() -> Iterator[object]:
+    """A private server of the suite's kind that tests may kill and restart;
+    never the shared one: MySQL's (tests/mysql_server.py) in the MySQL suite,
+    MariaDB's otherwise. In the cluster run (DBQUEUE_CLUSTER=1), the Galera
+    cluster instead: its crash SIGKILLs the writer node and the proxy fails
+    over (tests/galera.py)."""
     from tests.galera import GaleraCluster, WriterAsServer, in_cluster_run
     from tests.mariadb_sandbox import SandboxMariaDB, available
+    from tests.mysql_server import SandboxMySQL
 
     if in_cluster_run():
         cluster = GaleraCluster()
@@ -200,10 +208,55 @@ def sandbox_mariadb() -> Iterator[object]:
         yield WriterAsServer(cluster)
         cluster.heal()
         return
-    if not available():
+    server: SandboxMySQL | SandboxMariaDB
+    if DATABASE == "mysql":
+        server = SandboxMySQL()
+    elif available():
+        server = SandboxMariaDB()
+    else:
         pytest.skip("mariadbd and mariadb-install-db are needed for the outage tests")
-    server = SandboxMariaDB()
     server.install()
     server.start()
     yield server
     server.destroy()
+
+
+# Only transitions/ writes a job's or a batch's status (tests/status_guard.py):
+# every test's SQL is watched, and a status written from another room of the
+# package fails the test that made it, naming the file, the line and the SQL.
+STATUS_GUARD = StatusGuard()
+
+
+def _guard_new_connection(sender: object, connection: object, **kwargs: object) -> None:
+    STATUS_GUARD.install(connection)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def status_guard_installed() -> Iterator[StatusGuard]:
+    from django.db import connections
+    from django.db.backends.signals import connection_created
+
+    for each in connections.all(initialized_only=True):
+        STATUS_GUARD.install(each)
+    connection_created.connect(_guard_new_connection, dispatch_uid="tests.status_guard")
+    yield STATUS_GUARD
+    connection_created.disconnect(dispatch_uid="tests.status_guard")
+
+
+@pytest.fixture(autouse=True)
+def status_writes(status_guard_installed: StatusGuard) -> Iterator[StatusGuard]:
+    """The guard, for a test to read (and ``take()``) what it caught; any
+    violation left at the end fails the test."""
+    from django.db import connections
+
+    for each in connections.all(initialized_only=True):
+        status_guard_installed.install(each)
+    status_guard_installed.take()
+    yield status_guard_installed
+    left = status_guard_installed.take()
+    if left:
+        pytest.fail(
+            "A job's or batch's status was written outside transitions/:\n"
+            + "\n".join(f"  {violation}" for violation in left),
+            pytrace=False,
+        )

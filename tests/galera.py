@@ -13,8 +13,8 @@ The cluster is throwaway: ``start`` builds it afresh unless it is running,
 proxy on PORT, node i's clients on PORT+i, its group communication on
 PORT+10+i, IST on PORT+20+i and SST on PORT+30+i.
 
-Tests use the same class: they SIGKILL the writer, stop and restart nodes,
-and connect to nodes directly for multi-writer runs.
+What it shares with the Group Replication group (tests/mysql_group.py) is
+in tests/local_cluster.py.
 """
 
 from __future__ import annotations
@@ -27,52 +27,63 @@ from pathlib import Path
 
 import MySQLdb
 
-from tests.galera_node import PROVIDER, SYNCED, Node, connect, execute
-from tests.galera_proxy import HAPROXY, Proxy
+from tests.cluster_proxy import HAPROXY
+from tests.galera_node import PROVIDER, SYNCED, Node
+from tests.local_cluster import LocalCluster, cluster_engine, command
 from tests.mariadb_sandbox import INSTALL_DB, MARIADBD
 
 DEFAULT_PORT = 24300
 
 
 def available() -> bool:
-    """Whether this machine has what the cluster needs."""
+    """Whether this machine has what the Galera cluster needs."""
     return all(os.access(path, os.X_OK) for path in (MARIADBD, INSTALL_DB, HAPROXY)) and (
         os.path.exists(PROVIDER) and shutil.which("rsync") is not None
     )
 
 
 def in_cluster_run() -> bool:
-    """Whether the tests run on the cluster (``./dev test`` sets it after
-    ``./dev cluster start``): the cluster tests skip elsewhere."""
-    return os.environ.get("DBQUEUE_CLUSTER") == "1"
+    """Whether the tests run on the Galera cluster (``./dev test`` sets it
+    after ``./dev cluster start``): the Galera tests skip elsewhere."""
+    return cluster_engine() == "galera"
 
 
-class GaleraCluster:
+# HAProxy asks each node whether it serves clients: synced, and not told to
+# reject queries. A node that is joining, a donor, cut off from the majority
+# or rejecting queries still accepts connections (and SELECT 1), so a TCP or
+# MySQL handshake check would send clients to it.
+CHECK_SCRIPT = f"""#!/bin/sh
+# HAProxy's external check: $3 is the node's address, $4 its port.
+state=$(mariadb --no-defaults --connect-timeout=1 -h "$3" -P "$4" -u root -N -B -e \\
+    "SELECT CONCAT(@@wsrep_reject_queries, ' ', VARIABLE_VALUE) FROM information_schema.GLOBAL_STATUS
+     WHERE VARIABLE_NAME = 'WSREP_LOCAL_STATE'" 2>/dev/null)
+[ "$state" = "NONE {SYNCED}" ]
+"""
+
+
+class GaleraCluster(LocalCluster):
     """Three nodes and the proxy. ``port`` is the proxy's: what clients use."""
 
-    def __init__(self, root: Path | None = None, port: int | None = None) -> None:
-        self.port = port or int(os.environ.get("DBQUEUE_CLUSTER_PORT", DEFAULT_PORT))
-        default_root = os.environ.get("DBQUEUE_CLUSTER_DIR") or f"/tmp/dbqueue-cluster-{self.port}"
-        self.root = Path(root or default_root)
+    NAME = "galera"
+    TITLE = "Galera cluster"
+    NEEDS = "mariadbd, galera-4, haproxy and rsync"
+    DEFAULT_PORT = DEFAULT_PORT
+    CHECK_SCRIPT = CHECK_SCRIPT
+    nodes: list[Node]
+
+    def __init__(self, port: int | None = None) -> None:
+        super().__init__(port)
         self.as_root = os.geteuid() == 0
         self.user_args = ["--user=mysql"] if self.as_root else []
         self.nodes = [Node(self, index) for index in (1, 2, 3)]
-        self.proxy = Proxy(self)
 
-    # -- the whole cluster ---------------------------------------------------------
+    def default_root(self) -> Path:
+        return Path(f"/tmp/dbqueue-cluster-{self.port}")
 
-    def running(self) -> bool:
-        """Every node synced, and the proxy answering."""
-        return all(node.state() == SYNCED for node in self.nodes) and self.proxy.answers()
+    def available(self) -> bool:
+        return available()
 
-    def start(self) -> float:
-        """Build and start the cluster unless it runs; return the seconds it took."""
-        began = time.monotonic()
-        if self.running():
-            return time.monotonic() - began
-        self.stop()  # a half-started or crashed cluster: start afresh
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.root.chmod(0o755)
+    def build(self) -> None:
         first, *others = self.nodes
         first.prepare(install=True)
         first.launch(new_cluster=True)
@@ -82,80 +93,12 @@ class GaleraCluster:
             node.launch()
         for node in others:
             node.wait_synced()
-        self.proxy.start()
-        return time.monotonic() - began
-
-    def stop(self) -> None:
-        """Stop the proxy and every node, and remove the cluster's files."""
-        self.proxy.stop()
-        for node in self.nodes:
-            node.kill()  # throwaway data: no need for a clean shutdown
-        shutil.rmtree(self.root, ignore_errors=True)
-
-    def heal(self, timeout: float = 120.0) -> None:
-        """Start every node that is down and wait until all are synced and
-        the proxy's checks see every one UP: each test leaves the cluster
-        whole. (A node synced again stays DOWN to the proxy for its next two
-        checks, about 2 s: a test starting meanwhile would see a cluster of
-        two.)"""
-        for node in self.nodes:
-            node.launch()
-        for node in self.nodes:
-            node.wait_synced(timeout)
-        deadline = time.monotonic() + timeout
-        while not self.proxy.answers() or set(self.proxy.view().values()) != {"UP"}:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"HAProxy on {self.port} sees {self.proxy.view()} after {timeout}s.")
-            time.sleep(0.1)
 
     def counter(self, name: str) -> int:
         """A status counter summed over the nodes that answer, such as
         ``wsrep_local_cert_failures`` (commits that failed certification)
         or ``wsrep_local_bf_aborts`` (transactions another node's write aborted)."""
         return sum(int(node.status(name)[name] or 0) for node in self.nodes if node.running())
-
-    def status(self) -> list[str]:
-        lines = [f"proxy 127.0.0.1:{self.port}: {'up' if self.proxy.answers() else 'down'}"]
-        writer, checks = self.writer_name(), self.proxy.view()
-        for node in self.nodes:
-            state = node.state()
-            if state is None:
-                lines.append(f"{node.name} 127.0.0.1:{node.port}: down")
-                continue
-            found = node.status("wsrep_cluster_size", "wsrep_cluster_status", "wsrep_local_state_comment")
-            role = " (writer)" if node.name == writer else ""
-            lines.append(
-                f"{node.name} 127.0.0.1:{node.port}: {found['wsrep_local_state_comment']}, "
-                f"{found['wsrep_cluster_status']} component of {found['wsrep_cluster_size']}, "
-                f"{checks.get(node.name, '?')} for the proxy{role}"
-            )
-        return lines
-
-    def proxy_view(self) -> dict[str, str]:
-        """What HAProxy's health checks say of each node (UP, DOWN, ...)."""
-        return self.proxy.view()
-
-    def writer_name(self) -> str | None:
-        """The node the proxy sends new connections to, or None."""
-        return self.proxy.writer_name()
-
-    def writer(self) -> Node:
-        name = self.writer_name()
-        for node in self.nodes:
-            if node.name == name:
-                return node
-        raise RuntimeError("The proxy reaches no node.")
-
-    # -- clients ---------------------------------------------------------------------
-
-    def connect(self, database: str | None = None, **kwargs: object) -> MySQLdb.Connection:
-        """A connection through the proxy (to the writer)."""
-        return connect(self.port, database, **kwargs)
-
-    def execute(
-        self, sql: str, args: object = None, database: str | None = None, **kwargs: object
-    ) -> list[tuple]:
-        return execute(self.connect(database, **kwargs), sql, args)
 
 
 class WriterAsServer:
@@ -200,29 +143,5 @@ class WriterAsServer:
         return self.start()
 
 
-def main(argv: list[str]) -> int:
-    command = argv[1] if len(argv) > 1 else ""
-    cluster = GaleraCluster()
-    if command == "start":
-        if not available():
-            print("The cluster needs mariadbd, galera-4, haproxy and rsync.", file=sys.stderr)
-            return 1
-        if cluster.running():
-            print(f"cluster already running; clients connect to 127.0.0.1:{cluster.port} (the proxy)")
-            return 0
-        seconds = cluster.start()
-        print(f"cluster up in {seconds:.1f}s; clients connect to 127.0.0.1:{cluster.port} (the proxy)")
-    elif command == "stop":
-        cluster.stop()
-        print("cluster stopped")
-    elif command == "status":
-        print("\n".join(cluster.status()))
-        return 0 if cluster.running() else 3
-    else:
-        print(__doc__)
-        return 2
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(command(GaleraCluster(), sys.argv, __doc__ or ""))

@@ -1,19 +1,15 @@
-"""One ``mariadbd`` of the local Galera cluster (tests/galera.py), and
-the process and connection helpers the cluster and its proxy share."""
+"""One ``mariadbd`` of the local Galera cluster (tests/galera.py)."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
 import subprocess
-import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import MySQLdb
 
+from tests.local_cluster import Member
 from tests.mariadb_sandbox import install_datadir, server_command
 
 if TYPE_CHECKING:
@@ -23,77 +19,25 @@ PROVIDER = "/usr/lib/galera/libgalera_smm.so"
 SYNCED = 4  # wsrep_local_state: the node is a full member, serving clients
 
 
-def alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie is gone for our purpose
-
-
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass  # not ours: init reaps it
-
-
-def read_pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def wait_gone(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while alive(pid):
-        _reap(pid)
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def connect(port: int, database: str | None = None, **kwargs: object) -> MySQLdb.Connection:
-    params: dict = {"host": "127.0.0.1", "port": port, "user": "root", "passwd": "", **kwargs}
-    if database:
-        params["database"] = database
-    return MySQLdb.connect(autocommit=True, charset="utf8mb4", **params)
-
-
-def execute(conn: MySQLdb.Connection, sql: str, args: object) -> list[tuple]:
-    try:
-        with conn.cursor() as cursor:
-            cursor.execute(sql, args)
-            return list(cursor.fetchall())
-    finally:
-        conn.close()
-
-
-class Node:
+class Node(Member):
     """One ``mariadbd`` of the cluster."""
 
+    SYNC_READS = "SET SESSION wsrep_sync_wait = 1"
+    CAUGHT_UP = "IST received"
+    cluster: GaleraCluster
+
     def __init__(self, cluster: GaleraCluster, index: int) -> None:
-        self.cluster, self.index = cluster, index
-        self.name = f"node{index}"
-        self.root = cluster.root / self.name
+        super().__init__(cluster, index)
         self.datadir = self.root / "data"
-        self.port = cluster.port + index
         self.gcomm_port = cluster.port + 10 + index
         self.ist_port = cluster.port + 20 + index
         self.sst_port = cluster.port + 30 + index
         self.socket = self.root / "mariadb.sock"
         self.pid_file = self.root / "mariadb.pid"
         self.log = self.root / "error.log"
-        self.process: subprocess.Popen | None = None
+        self.new_cluster = False
 
-    def __repr__(self) -> str:
-        return f"<Node {self.name} :{self.port}>"
-
-    def arguments(self, new_cluster: bool) -> list[str]:
+    def arguments(self) -> list[str]:
         cluster = self.cluster
         members = ",".join(f"127.0.0.1:{node.gcomm_port}" for node in cluster.nodes)
         provider_options = ";".join(
@@ -119,18 +63,8 @@ class Node:
             f"--wsrep-provider-options={provider_options}",
             "--wsrep-sst-method=rsync",
             f"--wsrep-sst-receive-address=127.0.0.1:{self.sst_port}",
-            *(["--wsrep-new-cluster"] if new_cluster else []),
+            *(["--wsrep-new-cluster"] if self.new_cluster else []),
         ]
-
-    @property
-    def pid(self) -> int | None:
-        if self.process is not None and self.process.poll() is None:
-            return self.process.pid
-        pid = read_pid(self.pid_file)
-        return pid if alive(pid) else None
-
-    def running(self) -> bool:
-        return self.pid is not None
 
     def prepare(self, install: bool) -> None:
         self.datadir.mkdir(parents=True, exist_ok=True)
@@ -144,19 +78,15 @@ class Node:
         """Start the node without waiting (see :meth:`wait_synced`)."""
         if self.running():
             return
-        self.pid_file.unlink(missing_ok=True)
         if new_cluster:
             self._mark_safe_to_bootstrap()
+        self.new_cluster = False  # not for the recovery run
         extra = [f"--wsrep-sst-donor={self.preferred_donors()}"]
         position = self.recovered_position()
         if position:
             extra.append(f"--wsrep-start-position={position}")
-        self.process = subprocess.Popen(
-            [*self.arguments(new_cluster), *extra],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # outlives ./dev cluster start, like a service
-        )
+        self.new_cluster = new_cluster
+        self.spawn(*extra)
 
     def preferred_donors(self) -> str:
         """The nodes to copy state from, the writer last: a donor of a full
@@ -178,7 +108,7 @@ class Node:
         log = self.root / "recover.log"
         log.unlink(missing_ok=True)
         subprocess.run(
-            [*self.arguments(False), f"--log-error={log}", "--wsrep-recover"],
+            [*self.arguments(), f"--log-error={log}", "--wsrep-recover"],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             timeout=120,
@@ -192,14 +122,8 @@ class Node:
         if state.exists():
             state.write_text(state.read_text().replace("safe_to_bootstrap: 0", "safe_to_bootstrap: 1"))
 
-    def wait_synced(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while self.state() != SYNCED:
-            if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError(f"{self.name} exited while starting:\n{self.error_log()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} did not join the cluster in {timeout}s:\n{self.error_log()}")
-            time.sleep(0.1)
+    def serves(self) -> bool:
+        return self.state() == SYNCED
 
     def state(self) -> int | None:
         """``wsrep_local_state`` (4: synced), or None when the node does not answer."""
@@ -217,50 +141,17 @@ class Node:
         finally:
             conn.close()
 
+    def describe(self) -> str | None:
+        if self.state() is None:
+            return None
+        found = self.status("wsrep_cluster_size", "wsrep_cluster_status", "wsrep_local_state_comment")
+        return (
+            f"{found['wsrep_local_state_comment']}, "
+            f"{found['wsrep_cluster_status']} component of {found['wsrep_cluster_size']}"
+        )
+
     def status(self, *names: str) -> dict[str, str]:
         """The node's ``wsrep_*`` status variables named (all of them if none)."""
         rows = self.execute("SHOW GLOBAL STATUS LIKE 'wsrep%'")
         found = {name: value for name, value in rows}
         return {name: found.get(name, "") for name in names} if names else found
-
-    def kill(self) -> None:
-        """SIGKILL: the node crashes (no clean shutdown, InnoDB recovers at start)."""
-        self._signal(signal.SIGKILL, timeout=30)
-
-    def stop(self, timeout: float = 60.0) -> None:
-        """A clean shutdown: the node leaves the cluster and may rejoin by IST."""
-        if not self._signal(signal.SIGTERM, timeout):
-            self.kill()
-
-    def _signal(self, signum: int, timeout: float) -> bool:
-        pid = self.pid
-        if pid is None:
-            return True
-        try:
-            os.kill(pid, signum)
-        except ProcessLookupError:
-            return True
-        gone = wait_gone(pid, timeout)
-        if gone and self.process is not None:
-            self.process.poll()
-        return gone
-
-    def connect(self, database: str | None = None, **kwargs: object) -> MySQLdb.Connection:
-        return connect(self.port, database, **kwargs)
-
-    def execute(self, sql: str, args: object = None, database: str | None = None) -> list[tuple]:
-        return execute(self.connect(database), sql, args)
-
-    def checksum(self, database: str, table: str) -> int:
-        """``CHECKSUM TABLE`` once this node applied every write committed before it asked."""
-        conn = self.connect(database)
-        try:
-            with conn.cursor() as cursor:
-                cursor.execute("SET SESSION wsrep_sync_wait = 1")
-                cursor.execute(f"CHECKSUM TABLE `{table}`")
-                return int(cursor.fetchone()[1])
-        finally:
-            conn.close()
-
-    def error_log(self) -> str:
-        return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import MySQLdb
 
+from tests.server_processes import connect, execute
+
 MARIADBD = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
 INSTALL_DB = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"
 
@@ -71,6 +73,8 @@ def install_datadir(datadir: Path, user_args: list[str]) -> None:
 
 
 class SandboxMariaDB:
+    kind = "mariadb"  # the DBQUEUE_DATABASE a project on it runs with
+
     def __init__(self, root: Path | None = None, *, events: bool = False) -> None:
         self.root = Path(root or tempfile.mkdtemp(prefix="dbqueue-mariadb-"))
         self.datadir = self.root / "data"
@@ -133,19 +137,10 @@ class SandboxMariaDB:
         return self.start()
 
     def connect(self, database: str | None = None, **kwargs: object) -> MySQLdb.Connection:
-        params: dict = {"host": "127.0.0.1", "port": self.port, "user": "root", "passwd": "", **kwargs}
-        if database:
-            params["database"] = database
-        return MySQLdb.connect(autocommit=True, charset="utf8mb4", **params)
+        return connect(self.port, database, **kwargs)
 
     def execute(self, sql: str, args: object = None, database: str | None = None) -> list[tuple]:
-        conn = self.connect(database)
-        try:
-            with conn.cursor() as cursor:
-                cursor.execute(sql, args)
-                return list(cursor.fetchall())
-        finally:
-            conn.close()
+        return execute(self.connect(database), sql, args)
 
     def error_log(self) -> str:
         return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""

@@ -6,12 +6,11 @@ Screenshots land in test-output/screenshots/."""
 import os
 
 import pytest
-from django.contrib.auth.models import User
 from django.utils import timezone
 
 from django_dbqueue.models import Job
 from django_dbqueue.workflows.models import Batch, Dependency
-from tests.test_admin_browser import DOCS_IMAGES, SCREENSHOTS, browser  # noqa: F401 (a fixture)
+from tests.test_admin_browser import DOCS_IMAGES, SCREENSHOTS, browser, signed_in_page  # noqa: F401 (a fixture)
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
@@ -58,18 +57,11 @@ def nightly_import() -> Batch:
     return batch
 
 
-@pytest.mark.parametrize("width", [1366, 420])
+@pytest.mark.parametrize("width", [1366, 390])
 def test_a_batch_page_fits_a_laptop_and_a_phone(browser, live_server, width):  # noqa: F811
-    User.objects.create_superuser("admin", password="pw")
     batch = nightly_import()
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(15_000)
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/django_dbqueue/batch/{batch.pk}/change/")
-    page.fill("#id_username", "admin")
-    page.fill("#id_password", "pw")
-    page.click("input[type=submit]")
-    page.wait_for_selector("svg.dbqueue-dag")
+    path = f"/admin/django_dbqueue/batch/{batch.pk}/change/"
+    context, page = signed_in_page(browser, live_server, path, width, "svg.dbqueue-dag")
 
     assert "7 total: 3 succeeded, 1 failed, 3 pending" in page.inner_text(".field-progress")
     assert page.locator("svg.dbqueue-dag .dbqueue-dag-node").count() == 7
@@ -119,4 +111,76 @@ def test_a_batch_page_fits_a_laptop_and_a_phone(browser, live_server, width):  #
         )
         assert overflow == 0, overflow
     page.screenshot(path=str(SCREENSHOTS / f"batch-list-{width}.png"), full_page=False)
+    context.close()
+
+
+def skipping_workflow() -> Batch:
+    """A chain a → b → c → d with a → d beside it, and two more jobs in each
+    of b's and c's layers: drawn straight, a → d crossed b's and c's
+    neighbours' boxes."""
+    batch = Batch.objects.create(description="Arrows that skip layers", sealed=True)
+    made: dict[str, Job] = {}
+    for name, parents in [
+        ("a", []),
+        ("x1", ["a"]),
+        ("b", ["a"]),
+        ("x2", ["a"]),
+        ("y1", ["x1"]),
+        ("c", ["b"]),
+        ("y2", ["x2"]),
+        ("d", ["c", "a"]),
+        ("e", ["a", "y1", "y2"]),
+    ]:
+        job = Job.objects.create(
+            task_path=f"demo.tasks.{name}", batch=batch, status="WAITING" if parents else "READY"
+        )
+        for parent in parents:
+            Dependency.objects.create(parent_id=made[parent].pk, child_id=job.pk)
+            Job.objects.filter(pk=made[parent].pk).update(has_dependants=True)
+        made[name] = job
+    return batch
+
+
+# Each arrow sampled every 2 px: the boxes whose inside (2 px in from the
+# edge) one of its points falls in, other than its own two ends'.
+CROSSED = """() => {
+  const boxes = [...document.querySelectorAll('svg.dbqueue-dag .dbqueue-dag-node')].map(g => {
+    const r = g.querySelector('rect');
+    const [x, y, w, h] = ['x', 'y', 'width', 'height'].map(a => parseFloat(r.getAttribute(a)));
+    return {key: g.dataset.key, x, y, w, h};
+  });
+  const crossed = [];
+  for (const edge of document.querySelectorAll('svg.dbqueue-dag .dbqueue-dag-edge')) {
+    const length = edge.getTotalLength();
+    for (let at = 0; at <= length; at += 2) {
+      const p = edge.getPointAtLength(at);
+      for (const b of boxes) {
+        if (b.key === edge.dataset.from || b.key === edge.dataset.to) continue;
+        if (p.x > b.x + 2 && p.x < b.x + b.w - 2 && p.y > b.y + 2 && p.y < b.y + b.h - 2) {
+          crossed.push(edge.dataset.from + ' -> ' + edge.dataset.to + ' crosses ' + b.key);
+        }
+      }
+    }
+  }
+  return [...new Set(crossed)];
+}"""
+
+
+@pytest.mark.parametrize("width", [1366, 390])
+def test_arrows_that_skip_layers_go_around_the_boxes_between(browser, live_server, width):  # noqa: F811
+    batch = skipping_workflow()
+    path = f"/admin/django_dbqueue/batch/{batch.pk}/change/"
+    context, page = signed_in_page(browser, live_server, path, width, "svg.dbqueue-dag")
+    assert page.locator("svg.dbqueue-dag .dbqueue-dag-node").count() == 9
+    assert page.locator("svg.dbqueue-dag .dbqueue-dag-edge").count() == 11
+    assert page.evaluate(CROSSED) == []
+    # The arrow from a to d, three layers on, runs level through the two between.
+    a, d = (Job.objects.get(task_path=f"demo.tasks.{name}").pk for name in "ad")
+    path = page.get_attribute(
+        f"svg.dbqueue-dag .dbqueue-dag-edge[data-from='job:{a}'][data-to='job:{d}']", "d"
+    )
+    assert path.count("L") == 2, path
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= width
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"batch-skipping-{width}.png"), full_page=True)
     context.close()

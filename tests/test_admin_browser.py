@@ -77,6 +77,30 @@ def new_page(browser, base: str, username: str):
     return page
 
 
+def signed_in_page(browser, live_server, path: str, width: int, wait_for: str) -> tuple[object, object]:
+    """A new superuser's page at ``path`` in a ``width`` px window, once
+    ``wait_for`` shows; (the browser context, the page)."""
+    User.objects.create_superuser("admin", password="pw")
+    return signed_in(browser, live_server, path, width, wait_for)
+
+
+def signed_in(
+    browser, live_server, path: str, width: int, wait_for: str, height: int = 900
+) -> tuple[object, object]:
+    """The page at ``path`` of the superuser "admin" (made by the test), signed in
+    through the login form in a window of ``width`` by ``height`` px, once
+    ``wait_for`` shows; (the browser context, the page)."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    page.goto(f"{live_server.url}/admin/login/?next={path}")
+    page.fill("#id_username", "admin")
+    page.fill("#id_password", "pw")
+    page.click("input[type=submit]")
+    page.wait_for_selector(wait_for)
+    return context, page
+
+
 def shoot(page, name: str, full_page: bool = True) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=full_page)
@@ -238,13 +262,9 @@ def test_the_job_list_fits_a_1366_px_screen_with_the_sidebar_open(browser, live_
         status="RUNNING",
         owner="worker-host-0042.eu-west-1.compute.internal:123456:3",
     )
-    context = browser.new_context(viewport={"width": 1366, "height": 768})
-    page = context.new_page()
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/django_dbqueue/job/")
-    page.fill("#id_username", "admin")
-    page.fill("#id_password", "pw")
-    page.click("input[type=submit]")
-    page.wait_for_selector("#result_list")
+    context, page = signed_in(
+        browser, live_server, "/admin/django_dbqueue/job/", 1366, "#result_list", height=768
+    )
     assert page.locator("#nav-sidebar").is_visible(), "the navigation sidebar is open, as for a new user"
     shoot(page, "changelist-1366", full_page=False)
 
@@ -346,13 +366,9 @@ def test_the_dashboards_running_jobs_show_progress_bars_that_fit_a_phone(browser
         progress_at=now,
         cancel_requested_at=now,
     )
-    context = browser.new_context(viewport={"width": 420, "height": 900})
-    page = context.new_page()
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/django_dbqueue/job/dashboard/")
-    page.fill("#id_username", "admin")
-    page.fill("#id_password", "pw")
-    page.click("input[type=submit]")
-    page.wait_for_selector(".dbqueue-running")
+    context, page = signed_in(
+        browser, live_server, "/admin/django_dbqueue/job/dashboard/", 420, ".dbqueue-running"
+    )
 
     # Each running job is a card; its bar is a progress bar to assistive technology.
     assert page.locator(".dbqueue-running tbody tr").count() == 3
@@ -436,13 +452,9 @@ def test_the_dashboard_fits_a_phone_a_tablet_and_a_laptop_screen(browser, live_s
         pid=123456,
         queues=["default", "email", "notifications-high-priority"],
     )
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    page = context.new_page()
-    page.goto(f"{live_server.url}/admin/login/?next=/admin/django_dbqueue/job/dashboard/")
-    page.fill("#id_username", "admin")
-    page.fill("#id_password", "pw")
-    page.click("input[type=submit]")
-    page.wait_for_selector(".dbqueue-workers")
+    context, page = signed_in(
+        browser, live_server, "/admin/django_dbqueue/job/dashboard/", width, ".dbqueue-workers"
+    )
 
     sizes = page.evaluate("() => ({page: document.documentElement.scrollWidth, viewport: window.innerWidth})")
     assert sizes["page"] <= sizes["viewport"] == width, sizes
@@ -492,13 +504,8 @@ def test_a_long_traceback_is_shown_whole_on_the_job_page(browser, live_server):
         ],
     )
     for width in (1366, 420):
-        context = browser.new_context(viewport={"width": width, "height": 900})
-        page = context.new_page()
-        page.goto(f"{live_server.url}/admin/login/?next=/admin/django_dbqueue/job/{failed.pk}/change/")
-        page.fill("#id_username", "admin")
-        page.fill("#id_password", "pw")
-        page.click("input[type=submit]")
-        page.wait_for_selector("pre.dbqueue-traceback")
+        path = f"/admin/django_dbqueue/job/{failed.pk}/change/"
+        context, page = signed_in(browser, live_server, path, width, "pre.dbqueue-traceback")
         # Lines wrap, and the box grows to the traceback's end (the error
         # itself, its most useful line): nothing hides inside a scroll box,
         # nor beyond an edge that clips it.

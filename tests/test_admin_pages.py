@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from django_dbqueue.admin import display as show
 from django_dbqueue.admin.dashboard import queue_stats
-from django_dbqueue.admin.display import timeline, timestamp
+from django_dbqueue.admin.display import timestamp
+from django_dbqueue.admin.timeline import errors_html, timeline
 from django_dbqueue.models import Job, Worker
 from django_dbqueue.operations.stats import snapshot
 from tests.admin_helpers import CHANGELIST, DASHBOARD, job
@@ -98,7 +99,7 @@ def test_the_job_list_reads_only_the_columns_it_shows(admin_client):
     [listing] = [q["sql"] for q in queries if "task_path" in q["sql"] and "DISTINCT" not in q["sql"]]
     assert selected_columns(listing) == {
         *("id", "task_path", "queue_name", "status", "priority"),
-        *("attempts", "max_attempts", "run_after", "owner", "enqueued_at"),
+        *("attempts", "max_attempts", "suspect", "run_after", "owner", "enqueued_at"),
         # A running job's progress cell (the message is at most 255 characters).
         *("progress", "progress_message", "cancel_requested_at"),
     }
@@ -441,7 +442,7 @@ def test_a_lone_surrogate_in_a_row_is_shown_escaped_not_a_500(admin_client):
             {"exception_class_path": "builtins.ValueError", "traceback": lone, "at": "x", "worker": lone}
         ],
     )
-    for shown in (show.pretty_json(hostile.args), show.errors_html(hostile.errors), show.breakable(lone)):
+    for shown in (show.pretty_json(hostile.args), errors_html(hostile), show.breakable(lone)):
         assert "bad \\ud800 text" in shown
         shown.encode("utf-8")
     if connection.vendor != "sqlite":
@@ -475,8 +476,8 @@ def test_the_job_page_numbers_kept_errors_by_attempt_and_shows_earlier_runs(admi
 
     html = admin_client.get(f"{CHANGELIST}{failed.pk}/change/").content.decode()
 
-    assert "3. builtins.ValueError" in html and "12. builtins.ValueError" in html
-    assert "<strong>1. builtins.ValueError" not in html
+    assert "Attempt 3: builtins.ValueError" in html and "Attempt 12: builtins.ValueError" in html
+    assert "<strong>Attempt 1: builtins.ValueError" not in html
     assert "Attempt 12 failed with ValueError" in html and "Attempt 2 failed" not in html
     assert "Earlier runs" in html and "FAILED after 3 attempts" in html
 

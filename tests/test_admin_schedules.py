@@ -1,6 +1,7 @@
 """The schedules page: last and next run, "run now" for the permitted."""
 
 import copy
+import re
 from datetime import datetime
 from datetime import timezone as dt_timezone
 
@@ -73,12 +74,17 @@ def test_run_now_needs_its_permission_and_a_post(client, scheduled):
 
 
 def test_the_page_has_the_name_the_app_list_gives_it(client, scheduled):
-    client.force_login(staff("viewer", "view_job"))
+    client.force_login(staff("viewer", "view_job", "view_schedule"))
 
     index = client.get("/admin/").content.decode()
     page = client.get(PAGE).content.decode()
 
-    assert f'<a href="{PAGE}">Scheduled runs</a>' in index
-    assert "<h1>Scheduled runs</h1>" in page
-    assert '<li aria-current="page">Scheduled runs</li>' in page
+    assert f'<a href="{PAGE}">All schedules</a>' in index
+    assert "<h1>All schedules</h1>" in page
+    assert '<li aria-current="page">All schedules</li>' in page
     assert "<h1>Schedules" not in page, "one name for one page"
+    # The database's schedules, edited on their own page, under a name of their own.
+    stored = "/admin/django_dbqueue/schedule/"
+    assert f'<a href="{stored}">Stored schedules</a>' in index
+    names = re.findall(r'<th scope="row"[^>]*>\s*<a href="[^"]+">([^<]+)</a>', index)
+    assert [name for name in names if "chedule" in name] == ["All schedules", "Stored schedules"], names

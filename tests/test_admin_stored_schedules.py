@@ -4,6 +4,7 @@ errors; the settings schedules beside them, read-only."""
 
 import copy
 import json
+import re
 
 import pytest
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
@@ -141,3 +142,24 @@ def test_run_now_enqueues_a_database_schedule_and_is_not_offered_for_a_broken_on
     assert run.manual and Job.objects.get(pk=run.job_id).args == [1, 2]
     page = client.post(RUNS + "run/default/gone/", follow=True)
     assert "Fix it in the database's schedules." in messages_of(page)[-1]
+
+
+def test_the_form_offers_the_apps_tasks_and_the_time_zones_to_pick_from(client):
+    client.force_login(editor())
+    page = client.get(LIST + "add/").content.decode()
+    for field, offered, left_out in [
+        ("task", ["demo.tasks.add", "demo.tasks.noop"], "demo.tasks.Execution"),
+        ("timezone", ["Europe/Riga", "UTC"], "Mars/Olympus"),
+    ]:
+        assert f'list="id_{field}_options"' in page, field
+        [options] = re.findall(rf'<datalist id="id_{field}_options">(.*?)</datalist>', page, re.S)
+        values = re.findall(r'<option value="([^"]+)">', options)
+        assert set(offered) <= set(values) and left_out not in values, (field, values[:20])
+    # Still text: a path in another allowed module may be typed, and is judged as before.
+    page = client.post(LIST + "add/", form(timezone="Mars/Olympus"))
+    assert page.context["adminform"].form.errors == {
+        "timezone": [
+            "'Mars/Olympus' is not a time zone this system knows (an IANA name such as 'Europe/Riga' "
+            "or 'UTC')."
+        ]
+    }

@@ -11,7 +11,7 @@ from django_dbqueue import backend
 from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import InvalidTask, task_backends
 from django_dbqueue.worker import Worker
-from tests.conftest import needs_row_locks, wait_for
+from tests.conftest import needs_row_locks, vendor, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -126,7 +126,7 @@ def test_an_atomic_task_that_breaks_its_transaction_fails_its_attempt_not_its_wo
 
 @needs_row_locks
 def test_atomic_jobs_of_a_batch_share_a_transaction_and_a_failure_rolls_back_only_its_own(caplog):
-    """Consecutive atomic jobs of a batch commit together (worker/groups.py):
+    """Consecutive atomic jobs of a batch commit together (worker/process/groups.py):
     the failing one's insert is rolled back, its batch-mates' are kept."""
     results = [tasks.record_atomic_unless.enqueue(f"g{i}", "fail" if i == 3 else "") for i in range(6)]
     burst()
@@ -152,3 +152,34 @@ def test_a_task_that_closes_the_connection_loses_its_group_and_the_members_run_a
     assert [runs(f"c{i}") for i in range(6)] == [1, 1, 1, 1, 0, 1]
     # The rolled-back run cost c0 to c3 nothing; c4's own attempt failed.
     assert [jobs[int(r.id)].attempts for r in results] == [1, 1, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("alone", [False, True], ids=["in-a-group", "alone"])
+def test_an_atomic_task_that_commits_then_raises_fails_its_attempt_not_its_worker(runqueue, alone):
+    """A raw COMMIT ends the transaction the group's savepoints lived in:
+    the member's failure is recorded (its worker lives), its body runs no
+    more often than max_attempts, and the batch-mates before it, whose
+    writes that COMMIT made durable, are recorded SUCCESSFUL, not run again.
+    A job that runs alone (a suspect; every atomic job on SQLite) says so too."""
+    results = [tasks.record_atomic_unless.enqueue(f"k{i}", "commit" if i == 3 else "") for i in range(6)]
+    if alone:
+        Job.objects.filter(pk=results[3].id).update(suspect=True)
+    worker = runqueue("--queue", "default")
+    wait_for(lambda: worker.children())
+    processes = worker.children()
+
+    wait_for(lambda: Job.objects.get(pk=results[3].id).status == "FAILED")
+    mates = [r.id for r in results if r is not results[3]]
+    wait_for(lambda: all(Job.objects.get(pk=pk).status == "SUCCESSFUL" for pk in mates))
+    job = Job.objects.get(pk=results[3].id)
+    assert (job.attempts, runs("k3")) == (2, 2), "a run per attempt (max_attempts=2), each kept by its COMMIT"
+    # SQLite runs what follows a COMMIT in autocommit mode: nothing is left to roll back.
+    kept = 2 if vendor() == "sqlite" else 0
+    assert runs("k3-after-commit") == kept, "what it wrote after its COMMIT was rolled back"
+    committed = "django_dbqueue.exceptions.TransactionCommitted"
+    assert [e["exception_class_path"] for e in job.errors] == [committed] * 2
+    assert "committed" in job.errors[-1]["traceback"] and "RuntimeError" in job.errors[-1]["traceback"]
+    assert [runs(f"k{i}") for i in (0, 1, 2, 4, 5)] == [1] * 5, "each batch-mate's effects once"
+    assert worker.children() == processes, "the worker process lived on"
+    worker.signal_group(signal.SIGTERM)
+    assert worker.wait(30) == 0

@@ -16,6 +16,7 @@ from django_dbqueue.backend import DatabaseBackend
 from django_dbqueue.clock import local_offset
 from django_dbqueue.exceptions import InvalidTaskArguments
 from django_dbqueue.models import Job
+from django_dbqueue.payload import exact_integers
 from django_dbqueue.tasks_api import (
     InvalidTask,
     TaskResultDoesNotExist,
@@ -63,7 +64,7 @@ def test_max_attempts_default_comes_from_options():
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, "3", True])
 def test_invalid_max_attempts_is_refused_when_the_task_is_defined(bad):
-    with pytest.raises(InvalidTask, match="max_attempts must be a whole number of at least 1"):
+    with pytest.raises(InvalidTask, match="max_attempts must be a whole number from 1 to 2,147,483,647"):
         task(max_attempts=bad)(tasks.add.func)
 
 
@@ -103,6 +104,8 @@ def nested(depth: int) -> list:
     ],
 )
 def test_arguments_the_database_would_refuse_are_refused_before_the_write(args, message):
+    if args == (10**5000,) and exact_integers(connection) is not None:  # MySQL: 64 bits at most
+        message = r"args\[0\] is an integer of 5,001 digits, beyond 64 bits, which MySQL's JSON cannot"
     with pytest.raises(InvalidTaskArguments, match=message):
         tasks.add.enqueue(*args, 1)
     assert not Job.objects.exists()

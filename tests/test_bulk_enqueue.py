@@ -9,6 +9,7 @@ from django_dbqueue import bulk_enqueue
 from django_dbqueue.exceptions import InvalidTaskArguments
 from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import InvalidTask, task_enqueued
+from tests.conftest import DATABASE, MYSQL_FAMILY
 
 pytestmark = pytest.mark.django_db
 
@@ -32,8 +33,6 @@ def test_bulk_enqueue_keeps_the_tasks_queue_priority_and_max_attempts():
 
 
 def test_one_insert_per_chunk():
-    if not connection.features.can_return_rows_from_bulk_insert:
-        pytest.skip("this database has no INSERT ... RETURNING; bulk_enqueue inserts row by row")
     with CaptureQueriesContext(connection) as queries:
         bulk_enqueue(noop, [((), {})] * 25, batch_size=10)
     inserts = [q for q in queries.captured_queries if q["sql"].startswith("INSERT")]
@@ -84,7 +83,7 @@ def test_single_enqueue_still_returns_the_new_rows_id():
 def rows_of(results) -> list[dict]:
     """The stored rows of ``results``, in order, without what differs between
     two enqueues of one call (the id and the times)."""
-    skip = {"id", "enqueued_at", "run_after"}
+    skip = {"id", "enqueued_at", "run_after", "bulk_token"}
     rows = {row["id"]: row for row in Job.objects.filter(pk__in=[r.id for r in results]).values()}
     return [{k: v for k, v in rows[int(r.id)].items() if k not in skip} for r in results]
 
@@ -127,9 +126,11 @@ def test_bulk_rows_in_a_batch_with_metadata_are_the_rows_enqueue_writes():
     assert rows_of(bulk)[0]["metadata"] == {"source": "import", "quote": "it's 100%"}
 
 
+@pytest.mark.skipif(DATABASE in MYSQL_FAMILY, reason="MySQL and MariaDB read ids by a token")
 def test_without_insert_returning_each_row_is_its_own_insert_in_one_transaction_a_chunk(monkeypatch):
-    """MySQL's path (MariaDB, PostgreSQL and SQLite return the ids of a
-    multi-row INSERT), taken here by saying the database cannot."""
+    """The path of a database with neither INSERT ... RETURNING nor MySQL's
+    last insert id (SQLite before 3.35), taken here by saying the database
+    cannot return rows."""
     monkeypatch.setattr(type(connection.features), "can_return_rows_from_bulk_insert", False)
     calls = [((1, 2), {}), ((), {"a": 1, "b": 2}), ((5, 6), {})]
     with CaptureQueriesContext(connection) as queries:
@@ -139,3 +140,23 @@ def test_without_insert_returning_each_row_is_its_own_insert_in_one_transaction_
     one_by_one = [add.enqueue(*args, **kwargs) for args, kwargs in calls]
     assert rows_of(bulk) == rows_of(one_by_one)
     assert len({int(r.id) for r in bulk}) == 3
+
+
+@pytest.mark.skipif(DATABASE not in MYSQL_FAMILY, reason="MySQL's way: no INSERT ... RETURNING")
+def test_without_insert_returning_each_chunk_reads_its_ids_back_by_a_token_of_its_own(monkeypatch):
+    """MySQL's path; MariaDB, which returns the ids of a multi-row INSERT,
+    takes it here by saying it cannot."""
+    monkeypatch.setattr(type(connection.features), "can_return_rows_from_bulk_insert", False)
+    calls = [((i, -i), {}) for i in range(5)]
+    with CaptureQueriesContext(connection) as queries:
+        bulk = bulk_enqueue(add, calls, batch_size=2)
+    statements = [q["sql"] for q in queries.captured_queries if q["sql"].startswith(("INSERT", "SELECT"))]
+    assert [sql.split()[0] for sql in statements] == ["INSERT", "SELECT"] * 3, "two statements a chunk"
+    assert "RETURNING" not in statements[0]
+    rows = {job.pk: job for job in Job.objects.filter(pk__in=[r.id for r in bulk])}
+    assert [rows[int(r.id)].args for r in bulk] == [[i, -i] for i in range(5)]
+    tokens = [rows[int(r.id)].bulk_token for r in bulk]
+    assert None not in tokens
+    assert tokens[0] == tokens[1] != tokens[2] == tokens[3] != tokens[4], "one token a chunk"
+    assert rows_of(bulk) == rows_of([add.enqueue(*args) for args, _ in calls])
+    assert Job.objects.filter(pk=add.enqueue(1, 2).id, bulk_token=None).exists(), "enqueue() writes none"

@@ -1,4 +1,4 @@
-"""The chaos run in CI: SIGKILLed workers and a crashed MariaDB lose no job,
+"""The chaos run in CI: SIGKILLed workers and a crashed server lose no job,
 and every duplicate run is explained by a kill or the crash. The driver is
 `benchmarks/chaos.py`; DBQUEUE_CHAOS_JOBS scales it. It runs with the lease
 users get by default (60 s): a shortened lease once hid that workers never
@@ -16,15 +16,15 @@ from dataclasses import asdict
 
 from benchmarks.chaos import DATABASE, Driver, Figures, chaos, count, environment, prepare
 from django_dbqueue.options import QueueOptions
-from tests.conftest import needs_mariadb
+from tests.conftest import needs_sandbox
 
 JOBS = int(os.environ.get("DBQUEUE_CHAOS_JOBS", "4000"))
 WORKERS = 4
 
 
-@needs_mariadb
-def test_chaos_run_loses_nothing_and_duplicates_only_what_kills_explain(sandbox_mariadb, tmp_path):
-    server = sandbox_mariadb
+@needs_sandbox
+def test_chaos_run_loses_nothing_and_duplicates_only_what_kills_explain(sandbox_server, tmp_path):
+    server = sandbox_server
     env = environment(server, lease=QueueOptions.LEASE_SECONDS)  # the default (see the docstring)
     prepare(server, JOBS, env)
     driver = KillsUntilRecovered(server, Figures(jobs=JOBS, workers=WORKERS), tmp_path / "runqueue.log", env)
@@ -52,7 +52,7 @@ def test_chaos_run_loses_nothing_and_duplicates_only_what_kills_explain(sandbox_
     # A SIGKILLed worker reruns only the jobs in flight at the kill: those it
     # had run (their side effect exists) but whose outcome it had not yet
     # recorded, the job in hand and the successes waiting to be written in
-    # one UPDATE (outcomes.py). The database crash can cost at most one per
+    # one UPDATE (worker/process/outcomes.py). The database crash can cost at most one per
     # worker (a task whose INSERT committed as the server died, then failed
     # and was retried).
     assert duplicates == figures.duplicates
@@ -89,13 +89,13 @@ def outage_messages_per_process(log: str) -> Counter:
 ATOMIC_JOBS = int(os.environ.get("DBQUEUE_CHAOS_ATOMIC_JOBS", "1500"))
 
 
-@needs_mariadb
-def test_chaos_run_of_atomic_tasks_has_each_effect_exactly_once(sandbox_mariadb, tmp_path):
+@needs_sandbox
+def test_chaos_run_of_atomic_tasks_has_each_effect_exactly_once(sandbox_server, tmp_path):
     """The same chaos with atomic tasks: their insert commits with the job's
     success or not at all, so no kill and no crash leaves a duplicate. (A
     5 s lease: exactly once does not depend on its length, and the run with
     the default lease above already takes minutes.)"""
-    server = sandbox_mariadb
+    server = sandbox_server
     log = tmp_path / "runqueue.log"
     # Kills twice a second, of a worker holding a batch where one does: a
     # quick drain (under 2 s between the restart and the kills) still has its

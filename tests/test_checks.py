@@ -9,7 +9,13 @@ from django.core.management.base import SystemCheckError
 from django.db import connection
 from django.test import override_settings
 
-from django_dbqueue.checks import binlog_warning, check_binlog_format, check_skip_locked, check_sql_contract
+from django_dbqueue.checks import (
+    binlog_warning,
+    check_binlog_format,
+    check_packet_size,
+    check_skip_locked,
+    check_sql_contract,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -82,6 +88,24 @@ def test_the_check_reads_the_server_as_it_is(server_binlog):
     else:
         # The usual MariaDB server: MIXED, but no binary log to replicate.
         assert messages == []
+
+
+def test_a_payload_limit_above_the_servers_packet_is_a_warning(settings):
+    """The server's own max_allowed_packet (MariaDB's 16 MiB, MySQL's 64 MiB
+    by default): the defaults fit it; a limit as large as the packet does not."""
+    if connection.vendor != "mysql":
+        pytest.skip("max_allowed_packet is a MySQL/MariaDB setting")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT @@max_allowed_packet")
+        (packet,) = cursor.fetchone()
+    assert check_packet_size(databases=["default"]) == []
+    options = {**settings.TASKS["default"].get("OPTIONS", {}), "MAX_RETURN_BYTES": packet}
+    settings.TASKS = {**settings.TASKS, "default": {**settings.TASKS["default"], "OPTIONS": options}}
+    [warning] = check_packet_size(databases=["default"])
+    assert warning.id == "django_dbqueue.W008"
+    assert f"allows {packet:,} bytes (OPTIONS MAX_RETURN_BYTES)" in warning.msg
+    assert f"over {packet:,} bytes (max_allowed_packet)" in warning.msg
+    assert f"to at most {packet - 64 * 1024:,}" in warning.hint
 
 
 @pytest.mark.parametrize(

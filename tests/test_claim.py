@@ -1,20 +1,24 @@
 """The claim: order, exclusivity, suspects, release, leases and recovery."""
 
+import logging
+import threading
+import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from django_dbqueue.models import Job
-from tests.conftest import claim_in_threads, needs_row_locks
+from tests.conftest import DATABASE, MYSQL_FAMILY, claim_in_threads, needs_row_locks
+from tests.rows import inserted
 
 pytestmark = pytest.mark.django_db
 
 
 def make(n: int = 1, **fields) -> list[Job]:
-    return Job.objects.bulk_create([Job(task_path="demo.tasks.noop", **fields) for _ in range(n)])
+    return inserted([Job(task_path="demo.tasks.noop", **fields) for _ in range(n)])
 
 
 def test_claim_returns_due_ready_jobs_in_priority_then_age_order():
@@ -110,7 +114,10 @@ def test_recovery_requeues_an_expired_batch_as_suspect_and_fails_a_suspect_on_it
     assert Job.objects.recover_expired() == (2, 0)
     for job in batch_jobs:
         job.refresh_from_db()
-        assert (job.status, job.suspect, job.attempts, job.errors) == ("READY", True, 0, [])
+        assert (job.status, job.suspect, job.attempts) == ("READY", True, 0)
+        # Recorded, naming the dead worker, for an attempt that does not count.
+        [lost] = job.errors
+        assert (lost["worker"], lost["attempt"], lost["spent"]) == ("dead-worker", 1, False)
 
     # Each is now claimed alone; one kills its worker on its last attempt.
     poison = batch_jobs[0]
@@ -121,8 +128,9 @@ def test_recovery_requeues_an_expired_batch_as_suspect_and_fails_a_suspect_on_it
     assert Job.objects.recover_expired() == (0, 1)
     poison.refresh_from_db()
     assert (poison.status, poison.attempts) == ("FAILED", 1)
-    assert poison.errors[0]["exception_class_path"] == "django_dbqueue.exceptions.WorkerLost"
-    assert "dead-again" in poison.errors[0]["traceback"]
+    assert poison.errors[-1]["exception_class_path"] == "django_dbqueue.exceptions.WorkerLost"
+    assert "dead-again" in poison.errors[-1]["traceback"]
+    assert (poison.errors[-1]["attempt"], poison.errors[-1]["spent"]) == (1, True)
 
 
 def test_recovery_leaves_live_leases_alone():
@@ -145,7 +153,7 @@ def test_heartbeat_extends_only_the_owners_leases():
 
 
 def test_still_held_answers_for_the_owners_jobs_and_extends_only_their_leases():
-    """What a worker that cannot show its lease asks (loop.py): a job that
+    """What a worker that cannot show its lease asks (worker/process/loop.py): a job that
     was recovered from it and claimed by another is no longer its."""
     lost, kept = make(2)
     Job.objects.claim("me", limit=2, lease=1)
@@ -226,3 +234,57 @@ def test_concurrent_claimers_in_threads_never_share_a_job():
     owners = dict(Job.objects.values_list("pk", "owner"))
     for index, ids in enumerate(seen):
         assert {owners[pk] for pk in ids} <= {f"t{index}"}
+
+
+BUMP = "UPDATE django_dbqueue_job SET priority = priority + 1 WHERE id = %s"
+
+
+@pytest.mark.skipif(DATABASE not in MYSQL_FAMILY, reason="InnoDB's deadlock victim: MySQL and MariaDB")
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_giving_back_jobs_runs_its_update_again_when_it_is_a_deadlock_victim(caplog):
+    """Seen on MySQL as workers came back together from a failover: the
+    hold watch's give-back lost a deadlock and logged a traceback. Another
+    transaction holds the second of the two rows, having written more (so
+    InnoDB picks the give-back as the victim), then asks for the first."""
+    from django_dbqueue.tasks_api import task_backends
+    from django_dbqueue.worker.process.execution import JobRunner
+
+    # One by one: MySQL's bulk_create() returns no primary keys.
+    first, second, *heavier = [Job.objects.create(task_path="demo.tasks.noop") for _ in range(5)]
+    Job.objects.claim("w1", limit=5)
+    # Rate-limited, as if claimed under their rate: the give-back then locks
+    # them first (to give their slots back), in id order, and still meets the
+    # other transaction's lock the same way (under READ COMMITTED a plain
+    # job's row would be let go before the wait, and no deadlock happen).
+    Job.objects.filter(pk__in=[first.pk, second.pk]).update(rate_key="k", rate_limit="100/m")
+    other = connections.create_connection("default")
+    other.set_autocommit(False)
+    outcome: list[object] = []
+    try:
+        with other.cursor() as cursor:
+            for pk in (*[job.pk for job in heavier], second.pk):
+                cursor.execute(BUMP, [pk])
+        runner = JobRunner(task_backends["default"], "w1")
+
+        def give_back() -> None:
+            try:
+                outcome.append(runner.release([first.pk, second.pk]))
+            except Exception as exc:
+                outcome.append(exc)
+            finally:
+                connections.close_all()
+
+        thread = threading.Thread(target=give_back)
+        with caplog.at_level(logging.DEBUG, logger="django_dbqueue"):
+            thread.start()
+            time.sleep(1)  # the give-back holds the first row and waits for the second
+            with other.cursor() as cursor:
+                cursor.execute(BUMP, [first.pk])
+            other.commit()
+            thread.join(30)
+    finally:
+        other.close()
+
+    assert outcome == [2]
+    assert "Retrying after a lock conflict" in caplog.text
+    assert set(Job.objects.filter(pk__in=[first.pk, second.pk]).values_list("status", flat=True)) == {"READY"}

@@ -7,16 +7,17 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from django_dbqueue.claiming import PER_QUEUE_MAX, SHAPES, claim_from_queues
 from django_dbqueue.models import Job
+from django_dbqueue.transitions.shapes import PER_QUEUE_MAX, SHAPES, claim_from_queues
 from tests.conftest import claim_in_threads, needs_row_locks
+from tests.rows import inserted
 
 pytestmark = pytest.mark.django_db
 QUEUES = ["default", "email", "slow"]
 
 
 def make(n: int = 1, **fields) -> list[Job]:
-    return Job.objects.bulk_create([Job(task_path="demo.tasks.noop", **fields) for _ in range(n)])
+    return inserted([Job(task_path="demo.tasks.noop", **fields) for _ in range(n)])
 
 
 def shapes_for(queues):

@@ -1,12 +1,15 @@
-"""Failover on a Galera cluster behind HAProxy: the writer node SIGKILLed
-in the middle of a drain, a node that leaves and rejoins, a node that stops
-serving. Workers keep what they hold in memory, ride the change out as one
-outage, and lose nothing; a job runs twice only where docs/guarantees.md
-says a job in flight at a database crash may (its own insert committed as
-the server died), and an atomic task's effects happen once.
+"""Failover on a cluster behind HAProxy: the writer SIGKILLed in the
+middle of a drain (on a Galera cluster, and on a MySQL Group Replication
+group, where the writer is the primary and the group elects another), a
+Galera node that leaves and rejoins, a node that stops serving. Workers
+keep what they hold in memory, ride the change out as one outage, and lose
+nothing; a job runs twice only where docs/guarantees.md says a job in
+flight at a database crash may (its own insert committed as the server
+died), and an atomic task's effects happen once.
 
-These run in ``./dev test``'s cluster run, on the cluster ``./dev cluster
-start`` runs (DBQUEUE_CLUSTER=1), and are skipped elsewhere.
+These run in ``./dev test``'s cluster runs, on the cluster ``./dev cluster
+start [galera|mysql-gr]`` runs (DBQUEUE_CLUSTER=galera or mysql-gr; the
+group's run takes only the SIGKILL test), and are skipped elsewhere.
 """
 
 import json
@@ -17,11 +20,18 @@ from collections import Counter
 import pytest
 
 from benchmarks.chaos import DATABASE, environment, prepare
+from tests.conftest import DATABASE as ENGINE
 from tests.conftest import Runqueue, wait_for
 from tests.galera import GaleraCluster, in_cluster_run
+from tests.local_cluster import LocalCluster, cluster_engine
+from tests.mysql_group import MySQLGroup
 
 pytestmark = pytest.mark.skipif(
-    not in_cluster_run(), reason="runs on the Galera cluster, in ./dev test's cluster run (DBQUEUE_CLUSTER=1)"
+    cluster_engine() is None,
+    reason="runs on a cluster, in ./dev test's cluster runs (DBQUEUE_CLUSTER=galera or mysql-gr)",
+)
+galera_only = pytest.mark.skipif(
+    not in_cluster_run(), reason="runs on the Galera cluster, in its cluster run (DBQUEUE_CLUSTER=galera)"
 )
 
 WORKERS = 4
@@ -31,7 +41,7 @@ BACK = re.compile(r"the database is back after (\d+\.\d)s")
 
 @pytest.fixture(scope="module")
 def cluster():
-    cluster = GaleraCluster()
+    cluster = MySQLGroup() if cluster_engine() == "mysql-gr" else GaleraCluster()
     cluster.heal()
     yield cluster
     cluster.heal()
@@ -42,7 +52,7 @@ class Drain:
     watched through a connection that reopens when the database moves."""
 
     def __init__(
-        self, cluster: GaleraCluster, plain: int, atomic: int, log, env: dict[str, str], **worker_env: str
+        self, cluster: LocalCluster, plain: int, atomic: int, log, env: dict[str, str], **worker_env: str
     ) -> None:
         self.cluster, self.jobs = cluster, plain + atomic
         prepare(cluster, plain, env)
@@ -98,38 +108,48 @@ class Drain:
 
 
 def assert_rode_it_out(log: str) -> None:
-    """One outage message per process at most, and no worker crashed."""
+    """The workers felt the outage, each process logged it once at most,
+    and no worker crashed. A worker whose task was mid-query when the
+    node died meets the outage as that attempt's failure instead, and its
+    next query finds the proxy's new node: when every worker was mid-task,
+    no worker logs the outage at all (one CI run did just that)."""
     assert "exited with code" not in log, log[-3000:]
     messages = Counter(LOST.findall(log))
-    assert messages and max(messages.values()) == 1, messages
-    # A task whose own query met the outage fails that attempt (its
-    # traceback is logged with it); nothing else may print one.
+    assert max(messages.values(), default=0) <= 1, messages
     records = re.split(r"\n(?=\d{4}-\d\d-\d\d )", log)
     failed_job = re.compile(r" Job \d+ \(.*\) failed on attempt")
+    assert messages or any(failed_job.search(r) for r in records), log[-6000:]
+    # A task whose own query met the outage fails that attempt (its
+    # traceback is logged with it); nothing else may print one.
     crashes = [r for r in records if "Traceback" in r and not failed_job.search(r)]
     assert not crashes, crashes[0]
 
 
-def assert_nodes_agree(cluster: GaleraCluster) -> None:
+def assert_nodes_agree(cluster: LocalCluster) -> None:
     for table in ("django_dbqueue_job", "demo_execution"):
         sums = {node.name: node.checksum(DATABASE, table) for node in cluster.nodes}
         assert len(set(sums.values())) == 1, (table, sums)
 
 
 def test_sigkill_of_the_writer_mid_drain_loses_nothing(cluster, tmp_path):
-    drain = Drain(
-        cluster, plain=2000, atomic=1000, log=tmp_path / "runqueue.log", env=environment(cluster, 60)
-    )
+    """On Galera the proxy moves clients to a backup node; on Group
+    Replication the group first notices the primary gone and elects a
+    secondary (the proxy's check then finds the new primary)."""
+    env = {**environment(cluster, 60), "DBQUEUE_DATABASE": ENGINE}
+    drain = Drain(cluster, plain=2000, atomic=1000, log=tmp_path / "runqueue.log", env=env)
     try:
         drain.wait_finished(900)
         writer = cluster.writer()
         killed_at = time.monotonic()
         writer.kill()
-        before = drain.finished()  # read on a surviving node: what finished before the kill
+        wait_for(lambda: cluster.writer_name() not in (None, writer.name), timeout=60, interval=0.05)
+        failover = time.monotonic() - killed_at
+        new_writer = cluster.writer_name()
+        before = drain.finished()
         drain.wait_finished(before + 1, timeout=60)  # a job finished on the new writer
         recovery = time.monotonic() - killed_at
-        new_writer = cluster.writer_name()
-        writer.launch()  # the crashed node recovers and rejoins by IST while the drain goes on
+        log_read = writer.log.stat().st_size
+        writer.launch()  # the crashed member recovers and rejoins while the drain goes on
         writer.wait_synced(120)
         rejoined = time.monotonic() - killed_at
         drain.wait_finished(drain.jobs)
@@ -138,22 +158,26 @@ def test_sigkill_of_the_writer_mid_drain_loses_nothing(cluster, tmp_path):
         log = drain.stop()
     plain, atomic = drain.duplicates("chaos-"), drain.duplicates("atomic-")
     print(
-        f"failover: {writer.name} SIGKILLed, {new_writer} took over; first job finished {recovery:.1f}s "
-        f"after the kill, {writer.name} synced again at {rejoined:.1f}s, drained at {seconds:.1f}s; "
-        f"lost {drain.lost()}, duplicates {plain} plain, {atomic} atomic"
+        f"failover on {cluster_engine()}: {writer.name} SIGKILLed, {new_writer} the writer for the proxy "
+        f"{failover:.1f}s after the kill, first job finished {recovery:.1f}s after it, {writer.name} "
+        f"synced again at {rejoined:.1f}s, drained at {seconds:.1f}s; lost {drain.lost()}, "
+        f"duplicates {plain} plain, {atomic} atomic"
     )
 
-    assert new_writer not in (None, writer.name)
     assert drain.lost() == 0
     assert atomic == 0, "an atomic task's effects happen once"
     # At most the job in hand of each worker: its insert committed as the node died.
     assert plain <= WORKERS
-    assert recovery < 30
+    assert recovery < cluster.FAILS_OVER_WITHIN
     assert_rode_it_out(log)
     assert_nodes_agree(cluster)
-    assert "IST received" in writer.error_log(), "the crashed node caught up by IST, not a full copy"
+    with open(writer.log, errors="replace") as error_log:
+        error_log.seek(log_read)
+        caught_up = error_log.read()
+    assert writer.CAUGHT_UP in caught_up, "the crashed member caught up incrementally, not by a full copy"
 
 
+@galera_only
 def test_a_node_that_leaves_and_rejoins_is_an_outage_only_for_its_own_workers(cluster, tmp_path):
     """Workers through the proxy (on the writer) and workers straight on a
     backup; the backup shuts down cleanly, stays away, and comes back. The
@@ -247,6 +271,7 @@ STOPS_SERVING = {
 }
 
 
+@galera_only
 @pytest.mark.parametrize("how", sorted(STOPS_SERVING))
 def test_workers_on_a_node_that_stops_serving_wait_for_it_as_for_an_outage(cluster, tmp_path, how):
     """An outage for the workers on that node: they wait, and finish every

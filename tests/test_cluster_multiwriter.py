@@ -119,7 +119,7 @@ def test_an_atomic_task_aborted_by_another_nodes_write_runs_again_without_losing
     assert int(first.status("wsrep_local_bf_aborts")["wsrep_local_bf_aborts"]) > aborts
     # Run again in place when the abort met the body (a job run alone), or
     # given back and claimed again when it met its atomic group's commit
-    # (worker/groups.py): either way once, its attempt unspent.
+    # (worker/process/groups.py): either way once, its attempt unspent.
     assert RETRIED in log or GROUP_LOST in log
     assert code == 0 and "Traceback" not in log and "lost the database connection" not in log
 

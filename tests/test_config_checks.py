@@ -13,6 +13,7 @@ from django.test import override_settings
 from django_dbqueue.backend import DatabaseBackend
 from django_dbqueue.checks import check_migrations, unapplied_warning
 from django_dbqueue.options import QueueOptions
+from django_dbqueue.tasks_api import InvalidTaskBackend
 from tests.conftest import ROOT, subprocess_env
 from tests.test_project_setup import run, write
 
@@ -20,9 +21,10 @@ BACKEND = "django_dbqueue.backend.DatabaseBackend"
 KNOWN = (
     "ALLOWED_TASK_MODULES, BATCH_HOLD_SECONDS, BATCH_SIZE, CANCEL_GRACE_SECONDS, CONTROL_INTERVAL, "
     "DATABASE, FAIRNESS_WEIGHTS, JOB_TIMEOUT, LEASE_SECONDS, MAX_ARGUMENTS_BYTES, MAX_ATTEMPTS, "
-    "MAX_RETURN_BYTES, POLL_INTERVAL_MAX, POLL_INTERVAL_MIN, RATE_LIMITS, READ_DATABASE, "
+    "MAX_RETURN_BYTES, OPERATIONS_QUEUE, OPERATION_CHUNK_ROWS, OPERATION_INLINE_ROWS, POLL_INTERVAL_MAX, "
+    "POLL_INTERVAL_MIN, RATE_LIMITS, READ_DATABASE, "
     "RECONNECT_BACKOFF_MAX, RETENTION, RETRY_BACKOFF_BASE, RETRY_BACKOFF_MAX, SCHEDULES, STATUS_INTERVAL, "
-    "STOP_TIMEOUT"
+    "STOP_TIMEOUT, UNDEPLOYED_TASK_GRACE_SECONDS"
 )
 
 
@@ -233,6 +235,45 @@ def test_check_runs_the_backend_checks_in_a_project_that_imports_no_task_while_l
         "?: (django_dbqueue.E006) TASKS['default'] has the key 'OPTION', which Django does not read; "
         "did you mean 'OPTIONS'?"
     ) in check.stderr
+
+
+NO_DEFAULT = {
+    "site_settings.py": """
+        from testproject.settings import *
+        INSTALLED_APPS = ["django.contrib.contenttypes", "django.contrib.auth", "django_dbqueue"]
+        ROOT_URLCONF = "plain_urls"
+        TASKS = {"queue": {"BACKEND": "django_dbqueue.backend.DatabaseBackend"}}
+    """,
+    "plain_urls.py": "urlpatterns = []",
+    "hello.py": """
+        from django_dbqueue import task
+
+        @task
+        def hello() -> None: ...
+    """,
+}
+
+
+def test_tasks_without_a_default_alias_is_a_check_message_and_a_clear_error_not_a_traceback(tmp_path):
+    write(tmp_path, NO_DEFAULT)
+    said = (
+        "TASKS has no 'default' alias (it has 'queue'): a task that names no backend uses 'default', "
+        "so defining one raises InvalidTaskBackend."
+    )
+
+    check = run(tmp_path, "-m", "django", "check")
+    assert check.returncode == 0, check.stderr
+    assert f"?: (django_dbqueue.W007) {said}" in check.stderr
+    assert "HINT: Rename TASKS['queue'] to TASKS['default'], or give every task @task(backend='queue')." in (
+        check.stderr
+    )
+
+    defined = run(tmp_path, "-c", "import django; django.setup(); import hello")
+    assert defined.returncode == 1
+    assert defined.stderr.splitlines()[-1] == (
+        f"django.tasks.exceptions.InvalidTaskBackend: {said} Give the task backend=..., or name one of "
+        "TASKS 'default' (manage.py check: django_dbqueue.W007)."
+    ).replace("django.tasks.exceptions", InvalidTaskBackend.__module__)
 
 
 # -- W006: migrations not applied ---------------------------------------------

@@ -18,9 +18,9 @@ from demo import tasks
 from demo.models import Execution
 from django_dbqueue.models import Job
 from django_dbqueue.options import QueueOptions
-from django_dbqueue.worker.stuck import stop_grace
-from django_dbqueue.worker.timeouts import HARD_GRACE
-from tests.conftest import ROOT, once_on_mariadb, subprocess_env, wait_for
+from django_dbqueue.worker.process.timeouts import HARD_GRACE
+from django_dbqueue.worker.supervisor.stuck import stop_grace
+from tests.conftest import ROOT, once_per_run, subprocess_env, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,7 +70,7 @@ def stop_like_systemd(proc: subprocess.Popen, timeout: float) -> tuple[int, floa
     return proc.wait(timeout), time.monotonic() - started
 
 
-@once_on_mariadb("test_processes.py runs graceful stops of runqueue")
+@once_per_run("test_processes.py runs graceful stops of runqueue")
 def test_the_unit_stops_gracefully_when_systemd_stops_it(tmp_path):
     unit = service_section(DEPLOY / "dbqueue@.service")
     assert unit["KillSignal"] == "SIGTERM" and unit["KillMode"] == "control-group"
@@ -150,7 +150,7 @@ def test_the_units_are_valid_systemd_units(tmp_path):
         assert run.returncode == 0 and not problems, run.stderr
 
 
-@once_on_mariadb("test_stats_health.py runs queuehealth")
+@once_per_run("test_stats_health.py runs queuehealth")
 def test_the_watchdog_fails_without_live_workers_and_its_failure_restarts_them(runqueue):
     health = service_section(DEPLOY / "dbqueue-health@.service")
     unit = (DEPLOY / "dbqueue-health@.service").read_text()
@@ -176,7 +176,7 @@ def test_the_watchdog_fails_without_live_workers_and_its_failure_restarts_them(r
     assert worker.wait(30) == 0
 
 
-@once_on_mariadb("test_processes.py runs graceful stops of runqueue, test_stats_health.py queuehealth")
+@once_per_run("test_processes.py runs graceful stops of runqueue, test_stats_health.py queuehealth")
 def test_the_container_entrypoint_execs_runqueue_which_stops_on_sigterm_to_pid_1(tmp_path):
     env = subprocess_env(APP_DIR=str(ROOT / "testproject"))
     env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"

@@ -2,14 +2,16 @@
 tests/test_doc_snippets.py): databases.md's database and user, the
 Quickstart's DATABASES, and the pages' SQL as a producer sends it, in the
 tutorial's project with the Quickstart's myapp. The pages' ``mysite`` and
-``secret`` stand for this run's database, user and password."""
+``secret`` stand for this run's database, user and password, and their
+``localhost`` (the server's socket) for the suite's server's socket: MariaDB's
+or MySQL's (tests/mysql_server.py), whichever the suite runs on."""
 
 import os
 import re
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import DATABASE, MYSQL_FAMILY, ROOT
 from tests.test_doc_snippets import PAGES, snippet_project, snippets, with_quickstart_settings
 from tests.test_quickstart import quickstart
 
@@ -41,6 +43,13 @@ def mariadb_root():
     )
 
 
+def server_socket() -> str:
+    with mariadb_root() as root:
+        cursor = root.cursor()
+        cursor.execute("SELECT @@socket")
+        return cursor.fetchone()[0]
+
+
 @pytest.fixture
 def site_database():
     """The name and password the pages' `mysite` and `secret` stand for here."""
@@ -51,7 +60,7 @@ def site_database():
         root.cursor().execute(f"DROP USER IF EXISTS '{name}'@'localhost'")
 
 
-@pytest.mark.skipif(os.environ.get("DBQUEUE_DATABASE") != "mariadb", reason="runs with the MariaDB suite")
+@pytest.mark.skipif(DATABASE not in MYSQL_FAMILY, reason="runs with the MySQL and MariaDB suites")
 @pytest.mark.skipif(
     os.environ.get("DBQUEUE_DB_HOST", "127.0.0.1") not in ("127.0.0.1", "localhost"),
     reason="the pages' user connects through the local server's socket",
@@ -74,13 +83,16 @@ def test_the_mariadb_snippets_run_as_pasted(site_database, tmp_path):
     [documented] = [s for s in every.values() if s.lang == "python"]
     assert "DATABASES = {" in readme and documented.file == "settings.py"
     assert databases_of(readme) == databases_of(documented.body), "the Quickstart's is databases.md's"
+    socket = server_socket()
+    here = ours(readme).replace('"HOST": "localhost"', f'"HOST": "{socket}"')  # Django: a path is a socket
+    assert socket.startswith("/") and here != ours(readme), "the Quickstart's HOST is no longer localhost"
     settings = project.cwd / "mysite" / "settings.py"
-    settings.write_text(with_quickstart_settings(pristine, ours(readme)))
+    settings.write_text(with_quickstart_settings(pristine, here))
     project.run(["python", "manage.py", "migrate"])
 
     import MySQLdb
 
-    producer = MySQLdb.connect(host="localhost", user=name, passwd=password, db=name, autocommit=True)
+    producer = MySQLdb.connect(unix_socket=socket, user=name, passwd=password, db=name, autocommit=True)
     answers: dict[str, list[tuple]] = {}
     job_ids = []
     for where, snippet in every.items():

@@ -12,17 +12,26 @@ from django.test.utils import CaptureQueriesContext
 
 from demo.tasks import add, per_tenant
 from django_dbqueue import bulk_enqueue, task
-from django_dbqueue.claiming import claim_from_queues
+from django_dbqueue.backend import DatabaseBackend
 from django_dbqueue.exceptions import OptionsError
-from django_dbqueue.fairness import KEYS_MAX, KEYS_PER_CLAIM, FairClaims, allocate, claim_fair, keys_with_jobs
 from django_dbqueue.models import Job
 from django_dbqueue.options import QueueOptions
 from django_dbqueue.tasks_api import InvalidTask
-from tests.conftest import once_on_mariadb, wait_for
+from django_dbqueue.transitions.fair import (
+    KEYS_MAX,
+    KEYS_PER_CLAIM,
+    FairClaims,
+    allocate,
+    claim_fair,
+    keys_with_jobs,
+)
+from django_dbqueue.transitions.shapes import claim_from_queues
+from tests.conftest import once_per_run, wait_for
+from tests.rows import inserted
 
 
 def keyed(n: int, key: str, queue: str = "default", priority: int = 0) -> list[Job]:
-    return Job.objects.bulk_create(
+    return inserted(
         [
             Job(task_path="demo.tasks.noop", fairness_key=key, queue_name=queue, priority=priority)
             for _ in range(n)
@@ -35,7 +44,7 @@ def fair_claims(fair: FairClaims, claims: int, size: int, queues: tuple[str, ...
     the jobs without one)."""
     jobs, taken = Job.objects.all(), Counter()
     for _ in range(claims):
-        batch = fair.claim(
+        batch = fair.claim_fair_share(
             jobs, list(queues), "w", size, 60.0, lambda n: claim_from_queues(jobs, list(queues), "w", n, 60.0)
         )
         taken.update(job.fairness_key for job in batch)
@@ -69,7 +78,7 @@ def test_with_more_keys_than_a_claim_serves_claims_take_them_in_turns():
 @pytest.mark.django_db
 def test_the_ordinary_claim_leaves_jobs_with_a_fairness_key_alone():
     keyed(3, "tenant:a")
-    plain = Job.objects.bulk_create([Job(task_path="demo.tasks.noop")])[0]
+    plain = inserted([Job(task_path="demo.tasks.noop")])[0]
     assert [job.pk for job in Job.objects.claim("w", limit=10)] == [plain.pk]
     assert [job.pk for job in claim_from_queues(Job.objects.all(), ["default", "email"], "w", 10, 60.0)] == []
 
@@ -105,14 +114,35 @@ def test_a_small_key_behind_a_big_one_is_claimed_at_once_and_priority_orders_eac
     )
     assert first.pk == urgent[0].pk, "within a key, higher priority first"
     assert Counter(job.fairness_key for job in batch) == {"small": 5, "big": 15}
-    # Spread through the batch (which runs in this order), not after big's share.
+    # In turns (the batch runs in this order), not after big's share.
     at = [i for i, job in enumerate(batch) if job.fairness_key == "small"]
-    assert at[0] < 4 and {b - a for a, b in zip(at, at[1:], strict=False)} == {4}, at
+    assert at[0] < 2 and {b - a for a, b in zip(at, at[1:], strict=False)} == {2}, at
+
+
+@pytest.mark.django_db
+def test_a_small_keys_share_runs_in_the_first_turns_of_a_big_batch_by_weight():
+    """Ten of a small tenant's jobs in a claim of 200: run within its first
+    twenty jobs (they were spread up to position 190), a key of weight 3
+    taking three turns for one."""
+    keyed(400, "big")
+    keyed(10, "small")
+    batch = fair_claims_batch(FairClaims(rng=random.Random(1)), size=200)
+    assert Counter(job.fairness_key for job in batch) == {"small": 10, "big": 190}
+    at = [i for i, job in enumerate(batch) if job.fairness_key == "small"]
+    assert max(at) < 20, at
+    Job.objects.all().delete()
+    keyed(400, "vip")
+    keyed(400, "other")
+    batch = fair_claims_batch(FairClaims({"vip": 3}, random.Random(1)), size=40)
+    first = [job.fairness_key for job in batch[:8]]
+    assert Counter(first) == {"vip": 6, "other": 2}, first
+    order = [job.pk for job in batch if job.fairness_key == "vip"]
+    assert order == sorted(order), "each key's jobs in claim order"
 
 
 def fair_claims_batch(fair: FairClaims, size: int) -> list[Job]:
     jobs = Job.objects.all()
-    return fair.claim(
+    return fair.claim_fair_share(
         jobs, ["default"], "w", size, 60.0, lambda n: claim_from_queues(jobs, ["default"], "w", n, 60.0)
     )
 
@@ -148,9 +178,9 @@ def test_queues_without_keys_send_the_ordinary_claim_alone_between_looks():
 
     with CaptureQueriesContext(connection) as alone:
         assert len(ordinary(2)) == 2
-    fair.claim(jobs, ["default"], "w", 2, 60.0, ordinary)  # the look (one dive), then the claim
+    fair.claim_fair_share(jobs, ["default"], "w", 2, 60.0, ordinary)  # the look (one dive), then the claim
     with CaptureQueriesContext(connection) as within:
-        assert len(fair.claim(jobs, ["default"], "w", 2, 60.0, ordinary)) == 2
+        assert len(fair.claim_fair_share(jobs, ["default"], "w", 2, 60.0, ordinary)) == 2
     assert len(within) == len(alone)
     assert "fairness_key" not in within[0]["sql"].replace("fairness_key` IS NULL", "").replace(
         'fairness_key" IS NULL', ""
@@ -196,7 +226,7 @@ def test_a_fairness_key_with_a_concurrency_key_or_an_empty_one_is_refused():
 
 @pytest.mark.django_db
 def test_a_row_written_with_both_keys_is_a_limited_job_and_its_fairness_key_is_ignored():
-    [both] = Job.objects.bulk_create(
+    [both] = inserted(
         [Job(task_path="demo.tasks.noop", concurrency_key="c", concurrency_limit=1, fairness_key="f")]
     )
     jobs = Job.objects.all()
@@ -216,7 +246,60 @@ def test_fairness_weights_must_be_numbers_above_zero_per_key():
     ]
 
 
-@once_on_mariadb("the fair claim's SQL runs there in the tests above")
+@pytest.mark.parametrize(
+    ("weight", "shown"),
+    [
+        (1e308, "1e+308"),
+        (10**5000, "an integer of 5,001 digits"),
+        (1_000_001, "1000001"),
+        (1e-7, "1e-07"),
+    ],
+    ids=["1e308", "5001-digits", "million-and-one", "1e-7"],
+)
+def test_fairness_weights_past_a_million_or_below_a_millionth_are_refused_by_check(weight, shown):
+    """1e308 passed the check, then overflowed the shares and killed every worker."""
+    errors = DatabaseBackend("fair", {"OPTIONS": {"FAIRNESS_WEIGHTS": {"vip": weight}}}).check()
+    assert [(e.id, e.msg) for e in errors] == [
+        (
+            "django_dbqueue.E003",
+            f"OPTIONS FAIRNESS_WEIGHTS['vip'] must be from 0.000001 to 1,000,000 (the default weight is "
+            f"1), not {shown}.",
+        )
+    ]
+    assert QueueOptions.parse({"FAIRNESS_WEIGHTS": {"a": 1_000_000, "b": 0.000001}}).FAIRNESS_WEIGHTS == {
+        "a": 1e6,
+        "b": 1e-6,
+    }
+
+
+@pytest.mark.parametrize("weight", [float("nan"), float("inf"), -float("inf"), -1, "3", None, [1], True])
+def test_fairness_weights_that_are_no_positive_number_are_refused_by_check(weight):
+    errors = DatabaseBackend("fair", {"OPTIONS": {"FAIRNESS_WEIGHTS": {"vip": weight}}}).check()
+    assert [(e.id, e.msg) for e in errors] == [
+        (
+            "django_dbqueue.E003",
+            f"OPTIONS FAIRNESS_WEIGHTS['vip'] must be a number above zero, not {weight!r}.",
+        )
+    ]
+
+
+@pytest.mark.django_db
+def test_the_fair_claim_takes_a_weight_that_arrived_anyway_within_bounds():
+    """Weights the check refuses, given to the claim all the same: the
+    shares stay numbers, each key is served, the heaviest most."""
+    weights = {"huge": 1e308, "nan": float("nan"), "neg": -1, "long": 10**5000, "text": "3"}
+    for key in (*weights, "plain"):
+        keyed(50, key)
+    taken = fair_claims(FairClaims(weights, random.Random(2)), claims=10, size=20)
+    # Counted at the largest weight, a million: served first, in full.
+    assert (taken["huge"], taken["long"]) == (50, 50), taken
+    # What is no number counts as the default weight, 1, as "plain" does;
+    # -1 as the least, a millionth.
+    assert all(taken[key] > 20 for key in ("nan", "text", "plain")), taken
+    assert taken["neg"] < 5, taken
+
+
+@once_per_run("the fair claim's SQL runs there in the tests above")
 @pytest.mark.django_db(transaction=True)
 def test_a_small_tenants_jobs_finish_while_a_big_ones_drain(runqueue):
     # 8,000 jobs of one tenant, then ten of another. In claim order (FIFO) the

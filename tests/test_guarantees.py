@@ -7,12 +7,11 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from datetime import timedelta
 
 import pytest
-from django.db import close_old_connections, connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from demo import tasks
@@ -21,7 +20,8 @@ from django_dbqueue.clock import DbNow, read_database_now
 from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import task_backends
 from django_dbqueue.worker import Worker
-from tests.conftest import ROOT, needs_row_locks, once_on_mariadb, subprocess_env, wait_for
+from tests.conftest import ROOT, needs_row_locks, once_per_run, subprocess_env, wait_for
+from tests.threads import holding
 
 pytestmark = [needs_row_locks, pytest.mark.django_db(transaction=True)]
 
@@ -38,6 +38,14 @@ def runs(key: str) -> int:
 
 def last_error(result) -> dict:
     return Job.objects.get(pk=result.id).errors[-1]
+
+
+def over_the_packet() -> int:
+    """A size of text the server refuses in one statement: 1 MiB more than
+    its max_allowed_packet (MariaDB's default is 16 MiB, MySQL's 64 MiB)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT @@max_allowed_packet")
+        return int(cursor.fetchone()[0]) + 2**20
 
 
 def stop(worker, signum: int = signal.SIGTERM) -> int:
@@ -76,9 +84,11 @@ def test_a_statement_the_server_refuses_is_not_an_outage():
     if connection.vendor != "mysql":
         pytest.skip("max_allowed_packet is MySQL's and MariaDB's")
 
+    size = over_the_packet()
+
     def too_big() -> None:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT %s", ["z" * (17 * 1024 * 1024)])
+            cursor.execute("SELECT %s", ["z" * size])
 
     started = time.monotonic()
     with pytest.raises(OperationalError) as refused:
@@ -118,7 +128,7 @@ def test_anything_a_task_raises_or_returns_ends_as_a_recorded_attempt(runqueue):
     assert stop(worker) == 0
 
 
-@once_on_mariadb("test_claim.py runs still_held, what a worker that cannot show its lease asks")
+@once_per_run("test_claim.py runs still_held, what a worker that cannot show its lease asks")
 def test_a_worker_paused_past_its_lease_does_not_run_its_stale_batch(runqueue):
     jobs = [tasks.sleep.enqueue(0.05, key=f"p{i}") for i in range(60)]
     # The batch stays with the worker (no give-back of a slow job's batch-mates).
@@ -143,7 +153,7 @@ def test_a_worker_paused_past_its_lease_does_not_run_its_stale_batch(runqueue):
     assert set(Job.objects.values_list("status", flat=True)) == {"SUCCESSFUL"}
 
 
-@once_on_mariadb("every process test runs the heartbeat's lease extension")
+@once_per_run("every process test runs the heartbeat's lease extension")
 def test_a_task_holding_the_gil_keeps_its_lease(runqueue):
     # One C call longer than a lease (2s): the worker's own threads cannot
     # run, but the supervisor's heartbeat process vouches for it.
@@ -193,7 +203,7 @@ def in_sleep_query() -> bool:
         return cursor.fetchone()[0] > 0
 
 
-@once_on_mariadb("test_processes.py runs a stop at once (a second signal): the job in hand abandoned")
+@once_per_run("test_processes.py runs a stop at once (a second signal): the job in hand abandoned")
 def test_sigquit_to_the_supervisor_stops_everything_at_once_with_exit_1(runqueue):
     tasks.sleep.enqueue(30, key="long")
     worker = runqueue("--queue", "slow", "--processes", "2")
@@ -286,27 +296,9 @@ def test_burst_recovers_a_lease_that_ran_out_and_runs_the_job(runqueue):
 
 def test_burst_backs_off_while_another_connection_holds_the_due_job():
     tasks.record.enqueue("held")
-    locked, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        try:
-            with transaction.atomic():
-                list(Job.objects.select_for_update())
-                locked.set()
-                release.wait(30)
-        finally:
-            close_old_connections()
-            connection.close()
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        assert locked.wait(10)
+    with holding(lambda: list(Job.objects.select_for_update())):
         worker = Worker(task_backends["default"], ["default"], burst=True)
         idle = worker._step(0.05)
-    finally:
-        release.set()
-        holder.join()
     assert idle is not None and idle >= 0.1, "burst must wait like an idle worker, not spin"
 
 
@@ -342,9 +334,10 @@ def test_a_refused_batch_write_is_split_and_only_the_refused_job_fails():
     if connection.vendor != "mysql":
         pytest.skip("max_allowed_packet is MySQL's and MariaDB's")
     mates = [tasks.returns_big.enqueue(f"mate-{i}", 10) for i in range(5)]
-    huge = tasks.returns_big.enqueue("huge", 17 * MB)
+    size = over_the_packet()
+    huge = tasks.returns_big.enqueue("huge", size)
     backend = task_backends["default"]
-    options = {"MAX_RETURN_BYTES": 40 * MB, "BATCH_HOLD_SECONDS": 60}
+    options = {"MAX_RETURN_BYTES": 2 * size, "BATCH_HOLD_SECONDS": 60}
     backends = {"default": {"BACKEND": "django_dbqueue.backend.DatabaseBackend", "OPTIONS": options}}
     backends["default"]["QUEUES"] = sorted(backend.queues)
     with override_settings(TASKS=backends):

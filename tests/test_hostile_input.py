@@ -4,6 +4,7 @@ the problem, at enqueue, at run time, or on the command line."""
 import datetime
 import json
 import os
+import re
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -19,7 +20,7 @@ from django_dbqueue.exceptions import InvalidTaskArguments
 from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import InvalidTask, task_backends
 from django_dbqueue.transitions.outcomes import retry_delay
-from django_dbqueue.worker.execution import JobRunner
+from django_dbqueue.worker.process.execution import JobRunner
 
 pytestmark = pytest.mark.django_db
 
@@ -101,19 +102,22 @@ def test_a_naive_run_after_is_refused_only_where_times_are_aware(settings):
         assert Job.objects.get(pk=result.id).run_after == naive
 
 
+SECONDS = "a number of seconds from 0.001 to 31,622,400 (366 days)"
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"max_attempts": 0}, "max_attempts must be a whole number of at least 1, not 0"),
-        ({"max_attempts": True}, "max_attempts must be a whole number of at least 1, not True"),
-        ({"timeout": 0}, "timeout must be a positive number of seconds or None, not 0"),
-        ({"timeout": "30"}, "timeout must be a positive number of seconds or None, not '30'"),
+        ({"max_attempts": 0}, "max_attempts must be a whole number from 1 to 2,147,483,647, not 0"),
+        ({"max_attempts": True}, "max_attempts must be a whole number from 1 to 2,147,483,647, not True"),
+        ({"timeout": 0}, f"timeout must be {SECONDS}, or None, not 0"),
+        ({"timeout": "30"}, f"timeout must be {SECONDS}, or None, not '30'"),
     ],
 )
 def test_invalid_task_options_are_refused_when_the_task_is_defined(options, message):
     from django_dbqueue.tasks_api import task
 
-    with pytest.raises(InvalidTask, match=message):
+    with pytest.raises(InvalidTask, match=re.escape(message)):
         task(**options)(tasks.add.func)
 
 
@@ -160,7 +164,7 @@ def run_claimed(job: Job) -> Job:
 @pytest.mark.parametrize(
     ("task_path", "columns", "message"),
     [
-        ("demo.tasks.nothing_here", {}, "The task path 'demo.tasks.nothing_here' does not import"),
+        ("demo.nothing_here.task", {}, "The task path 'demo.nothing_here.task' does not import"),
         ("demo.tasks.not_a_task", {}, "names a function, not a task"),
         ("os.system", {"args": ["touch /tmp/dbqueue-pwned"]}, "outside every installed app"),
         ("subprocess.run", {"args": [["id"]]}, "outside every installed app"),
@@ -185,6 +189,47 @@ def test_a_row_written_by_hand_fails_clearly_or_runs(task_path, columns, message
         message, job.errors[-1]["traceback"]
     )
     assert not os.path.exists("/tmp/dbqueue-pwned")
+
+
+NOT_DEPLOYED = "django_dbqueue.exceptions.TaskNotDeployed"
+
+
+@pytest.mark.parametrize("suspect", [False, True])
+def test_a_row_naming_a_task_its_module_lacks_goes_back_unspent_then_fails_naming_the_workers(suspect):
+    """The module imports but does not define the name: a task not deployed
+    on this worker yet (a rolling deploy), not a bad row. Given back READY,
+    a little later, its attempt unspent; one entry of its errors counts the
+    give-backs; it fails once the grace has passed since the first."""
+    job = hand_written("demo.tasks.not_yet_here", suspect=suspect, attempts=1 if suspect else 0)
+    before = read_database_now("default")
+
+    job = run_claimed(job)
+
+    assert (job.status, job.attempts, job.suspect) == ("READY", 1 if suspect else 0, suspect)
+    # A suspect's claim records its start (its worker too), as for every suspect given back unrun.
+    assert job.owner is None and job.finished_at is None and job.worker_ids == (["w1"] if suspect else [])
+    assert 0.9 < (job.run_after - before).total_seconds() < 10, "due again a little later, not at once"
+    [note] = job.errors
+    assert (note["exception_class_path"], note["given_back"], note["workers"]) == (NOT_DEPLOYED, 1, ["w1"])
+    said = "does not define the task 'demo.tasks.not_yet_here': its module demo.tasks imports, but has no"
+    assert said in note["traceback"]
+
+    Job.objects.filter(pk=job.pk).update(run_after=before)
+    job = run_claimed(job)
+    [note] = job.errors  # the same entry, counted on
+    assert (job.status, job.attempts) == ("READY", 1 if suspect else 0)
+    assert (note["given_back"], note["workers"]) == (2, ["w1"])
+
+    # Past the grace (15 minutes by default) since the first give-back.
+    note["since"] = (before - datetime.timedelta(minutes=16)).isoformat()
+    note["workers"] = ["old-1:7:a", "old-2:8:b"]
+    Job.objects.filter(pk=job.pk).update(run_after=before, errors=[note])
+    job = run_claimed(job)
+    assert (job.status, job.attempts) == ("FAILED", 1 if suspect else 0), "it never ran"
+    [error] = job.errors
+    assert error["exception_class_path"] == NOT_DEPLOYED
+    assert "the workers that lacked it: old-1:7:a, old-2:8:b, w1." in error["traceback"]
+    assert "UNDEPLOYED_TASK_GRACE_SECONDS (900s) ran out" in error["traceback"]
 
 
 @pytest.mark.parametrize(
@@ -279,7 +324,8 @@ def test_allowed_task_modules_come_from_the_backend_options():
         (["--batch", "1001"], "--batch must be between 1 and 1000, not 1001"),
         (
             ["--stop-timeout", "-1"],
-            "argument --stop-timeout: must be a number of seconds (0 or more) or 'none', not '-1'",
+            "argument --stop-timeout: must be a number of seconds from 0 to 31,622,400 (366 days) or "
+            "'none', not '-1'",
         ),
         (["--stop-timeout", "nan"], "argument --stop-timeout: must be a number of seconds"),
         (
@@ -294,12 +340,15 @@ def test_runqueue_refuses_options_out_of_range(argv, message):
         call_command("runqueue", *argv)
 
 
+GRACE = "OPTIONS UNDEPLOYED_TASK_GRACE_SECONDS"
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
         ({"BATCH_SIZE": 0}, "OPTIONS BATCH_SIZE must be a positive number, not 0"),
         # runqueue's own limit on a claim; above it, runqueue would refuse to start.
-        ({"BATCH_SIZE": 1001}, "OPTIONS BATCH_SIZE must be at most 1000, not 1001"),
+        ({"BATCH_SIZE": 1001}, "OPTIONS BATCH_SIZE must be at most 1,000, not 1001"),
         ({"JOB_TIMEOUT": -1}, "OPTIONS JOB_TIMEOUT must be a positive number, not -1"),
         ({"ALLOWED_TASK_MODULES": "demo"}, "OPTIONS ALLOWED_TASK_MODULES must be a list of module paths"),
         ({"ALLOWED_TASK_MODULES": ["os; rm"]}, "holds 'os; rm', which is not a module path"),
@@ -309,6 +358,12 @@ def test_runqueue_refuses_options_out_of_range(argv, message):
         ({"STOP_TIMEOUT": False}, "OPTIONS STOP_TIMEOUT must be zero or a positive number, not False"),
         ({"CANCEL_GRACE_SECONDS": 0}, "OPTIONS CANCEL_GRACE_SECONDS must be a positive number, not 0"),
         ({"CONTROL_INTERVAL": "1"}, "OPTIONS CONTROL_INTERVAL must be a positive number, not '1'"),
+        *(
+            ({"UNDEPLOYED_TASK_GRACE_SECONDS": bad}, f"{GRACE} must be zero or a positive number, not {said}")
+            for bad, said in ((-1, "-1"), ("15m", "'15m'"), (float("nan"), "nan"), (float("inf"), "inf"))
+        ),
+        ({"UNDEPLOYED_TASK_GRACE_SECONDS": True}, f"{GRACE} must be zero or a positive number, not True"),
+        ({"UNDEPLOYED_TASK_GRACE_SECONDS": None}, f"{GRACE} must be zero or a positive number, not None"),
     ],
 )
 def test_bad_options_are_reported_by_the_system_check(options, message):
@@ -321,6 +376,10 @@ def test_bad_options_are_reported_by_the_system_check(options, message):
 def test_a_stop_timeout_of_zero_means_interrupt_at_once_and_none_means_never():
     assert DatabaseBackend("zero", {"OPTIONS": {"STOP_TIMEOUT": 0}}).config.STOP_TIMEOUT == 0.0
     assert DatabaseBackend("none", {"OPTIONS": {"STOP_TIMEOUT": None}}).config.STOP_TIMEOUT is None
+    # A task missing on a worker fails at once with 0, after 15 minutes by default.
+    grace = {"UNDEPLOYED_TASK_GRACE_SECONDS": 0}
+    assert DatabaseBackend("zero", {"OPTIONS": grace}).config.UNDEPLOYED_TASK_GRACE_SECONDS == 0.0
+    assert DatabaseBackend("defaults", {}).config.UNDEPLOYED_TASK_GRACE_SECONDS == 900.0
     defaults = DatabaseBackend("defaults", {}).config
     assert defaults.STOP_TIMEOUT is None
     assert (defaults.CANCEL_GRACE_SECONDS, defaults.CONTROL_INTERVAL) == (10.0, 1.0)

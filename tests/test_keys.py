@@ -49,3 +49,24 @@ def test_the_key_columns_are_binary_in_a_case_insensitive_table():
         (Job._meta.db_table, "queue_name"): found[(Job._meta.db_table, "queue_name")],
     }
     assert found[(Job._meta.db_table, "queue_name")].endswith("_ci"), "the test table is case-insensitive"
+
+
+@pytest.mark.skipif(connection.vendor != "mysql", reason="the collation is MySQL/MariaDB's own")
+@pytest.mark.django_db
+def test_schedule_names_are_binary_in_a_case_insensitive_table():
+    """Migration 0015: the runs' key and the stored schedules' name."""
+    from django_dbqueue.models import Schedule, ScheduledRun
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT table_name, column_name, collation_name FROM information_schema.columns "
+            "WHERE table_schema = DATABASE() AND table_name IN (%s, %s) "
+            "AND column_name IN ('schedule', 'name')",
+            [ScheduledRun._meta.db_table, Schedule._meta.db_table],
+        )
+        found = {(table, column): collation for table, column, collation in cursor.fetchall()}
+    binary = binary_collation(connection)
+    assert found == {
+        (ScheduledRun._meta.db_table, "schedule"): binary,
+        (Schedule._meta.db_table, "name"): binary,
+    }

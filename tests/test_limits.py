@@ -14,10 +14,12 @@ from django_dbqueue.models import ConcurrencyLock, Job
 from django_dbqueue.tasks_api import InvalidTask
 from django_dbqueue.transitions import Finished
 from tests.conftest import needs_row_locks, wait_for
+from tests.rows import inserted
+from tests.threads import holding
 
 
 def limited(n: int, key: str = "k", limit: int = 2, queue: str = "default") -> list[Job]:
-    return Job.objects.bulk_create(
+    return inserted(
         [
             Job(task_path="demo.tasks.noop", concurrency_key=key, concurrency_limit=limit, queue_name=queue)
             for _ in range(n)
@@ -28,7 +30,7 @@ def limited(n: int, key: str = "k", limit: int = 2, queue: str = "default") -> l
 @pytest.mark.django_db
 def test_the_ordinary_claim_leaves_limited_jobs_alone():
     limited(3)
-    plain = Job.objects.bulk_create([Job(task_path="demo.tasks.noop")])[0]
+    plain = inserted([Job(task_path="demo.tasks.noop")])[0]
     assert [job.pk for job in Job.objects.claim("w", limit=10)] == [plain.pk]
 
 
@@ -209,7 +211,7 @@ def test_four_workers_never_run_two_jobs_of_key_x_beside_a_key_X(runqueue):
 
 @pytest.mark.django_db
 def test_while_ordinary_jobs_fill_every_claim_each_look_takes_the_next_key_so_every_key_comes_round():
-    from django_dbqueue.claiming import LimitedClaims
+    from django_dbqueue.transitions.limited import LimitedClaims
 
     keys = [f"k{n:02}" for n in range(10)]
     Job.objects.bulk_create(
@@ -223,13 +225,14 @@ def test_while_ordinary_jobs_fill_every_claim_each_look_takes_the_next_key_so_ev
     claimed: list[Job] = []
     for _ in keys:
         claims.next_look = 0.0  # a second later
-        claimed += claims.claim(Job.objects.all(), ["default"], "w", room=0, lease=60.0)  # claims full
+        # room=0: the worker's claims are full
+        claimed += claims.claim_limited_jobs(Job.objects.all(), ["default"], "w", room=0, lease=60.0)
     assert sorted(job.concurrency_key for job in claimed) == keys, "one of each key, each in its turn"
 
 
 @pytest.mark.django_db
 def test_the_lock_row_of_a_key_with_no_unfinished_job_is_pruned_and_made_again_when_needed():
-    from django_dbqueue.operations.retention import delete_idle_locks
+    from django_dbqueue.transitions.pruning import delete_idle_locks
 
     # done: its one job finished; live: one RUNNING, one READY; parked: one
     # WAITING for a parent (its row made by hand: no claim met it yet).
@@ -258,32 +261,12 @@ def test_the_lock_row_of_a_key_with_no_unfinished_job_is_pruned_and_made_again_w
 @needs_row_locks
 @pytest.mark.django_db(transaction=True)
 def test_a_lock_row_a_claim_holds_is_not_pruned():
-    import threading
 
-    from django.db import connections, transaction
-
-    from django_dbqueue.operations.retention import delete_idle_locks
+    from django_dbqueue.transitions.pruning import delete_idle_locks
 
     ConcurrencyLock.objects.create(key="held")
     ConcurrencyLock.objects.create(key="free")
-    locked, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        try:
-            with transaction.atomic():
-                list(ConcurrencyLock.objects.select_for_update().filter(key="held"))
-                locked.set()
-                release.wait(30)
-        finally:
-            connections.close_all()
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    try:
-        assert locked.wait(30)
+    with holding(lambda: list(ConcurrencyLock.objects.select_for_update().filter(key="held"))):
         assert delete_idle_locks("default") == 1, "the free one goes, without waiting for the held one"
         assert list(ConcurrencyLock.objects.values_list("key", flat=True)) == ["held"]
-    finally:
-        release.set()
-        holder.join(30)
     assert delete_idle_locks("default") == 1

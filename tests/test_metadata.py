@@ -16,6 +16,7 @@ from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import InvalidTask, task_backends
 from django_dbqueue.testing import run_due_jobs
 from tests import tracing_tasks as tt
+from tests.json_texts import NESTED, parses_json, stored_instead
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("tracing_tasks")]
 
@@ -117,14 +118,24 @@ def test_a_bad_task_default_is_refused_when_the_task_is_defined():
 
 def hostile_metadata() -> dict[str, str]:
     """Rows' metadata as another program may write it: the job runs, its
-    task reads {}."""
+    task reads {}. (MySQL refuses the number itself: tests/json_texts.py.)"""
     rows = {"array": "[1, 2]", "string": '"text"', "number": "7", "junk_trace": '{"trace_context": [1]}'}
     rows["huge"] = json.dumps({"blob": "x" * 500_000})  # far over what enqueue() accepts
     # Text the database's JSON check accepts and Python cannot decode.
     rows["undecodable"] = '{"a": 1e5000}' if connection.vendor == "postgresql" else '{"a": 1e400}'
     if connection.vendor == "postgresql":
         rows["undecodable"] = '{"a": ' + "9" * 4500 + "}"
+    if parses_json():
+        rows["undecodable"] = '{"a": ' + NESTED + "}"
     return rows
+
+
+def test_mysql_refuses_metadata_python_could_not_decode():
+    def write(number: str) -> None:
+        insert("tests.tracing_tasks.own_metadata", '{"a": ' + number + "}")
+
+    for number in ("1e400", "9" * 4500):
+        assert stored_instead(number, write) == (NESTED if parses_json() else number)
 
 
 def test_a_row_whose_metadata_is_not_an_object_still_runs_and_reads_as_empty():

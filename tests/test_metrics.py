@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from demo import progress_tasks, tasks
 from django_dbqueue.clock import read_database_now
 from django_dbqueue.models import Job, PausedQueue, Worker
-from tests.conftest import once_on_mariadb, wait_for
+from tests.conftest import once_per_run, wait_for
 
 prometheus = pytest.importorskip("prometheus_client")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
@@ -78,7 +78,7 @@ def test_runqueue_serves_queue_and_process_metrics_summed_over_its_workers(runqu
     assert f"Serving Prometheus metrics on 127.0.0.1:{port}/metrics." in worker.output()
 
 
-@once_on_mariadb("test_pending_cancel_requests_are_counted_per_queue_until_honoured counts the requests")
+@once_per_run("test_pending_cancel_requests_are_counted_per_queue_until_honoured counts the requests")
 def test_a_running_job_cancelled_shows_in_the_pending_gauge_then_in_the_cancelled_counter(runqueue):
     port = free_port()
     worker = runqueue("--queue", "default", "--metrics-port", str(port), "--metrics-addr", "127.0.0.1")

@@ -1,25 +1,25 @@
 """Claim-for-review on a model of the user's own (testproject's Post)."""
 
 import re
-import threading
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Permission, User
-from django.db import close_old_connections
 from django.utils import timezone
 from django.utils.formats import localize
 
 from moderation.models import Post
 from tests.conftest import needs_row_locks
+from tests.rows import inserted
+from tests.threads import together
 
 pytestmark = pytest.mark.django_db
 POSTS = "/admin/moderation/post/"
 
 
 def posts(n: int, **fields) -> list[Post]:
-    return Post.objects.bulk_create([Post(author=f"a{i}", body=f"post {i}", **fields) for i in range(n)])
+    return inserted([Post(author=f"a{i}", body=f"post {i}", **fields) for i in range(n)])
 
 
 def text_of(page) -> str:
@@ -87,29 +87,18 @@ def test_claim_needs_a_limit_and_an_owner():
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_claimers_get_disjoint_rows():
     posts(60)
-    results: dict[str, list[int]] = {}
-    start = threading.Barrier(4)
 
-    def claim(name: str) -> None:
-        try:
-            start.wait()
-            # A claim skips rows others hold locked at that instant, so it may
-            # return fewer than asked: ask again for the rest, as the admin would.
-            got: list[int] = []
-            for _ in range(20):
-                if len(got) == 10:
-                    break
-                got += [p.pk for p in Post.objects.pending().claim(name, limit=10 - len(got))]
-            results[name] = got
-        finally:
-            close_old_connections()
+    def claim(index: int) -> list[int]:
+        # A claim skips rows others hold locked at that instant, so it may
+        # return fewer than asked: ask again for the rest, as the admin would.
+        got: list[int] = []
+        for _ in range(20):
+            if len(got) == 10:
+                break
+            got += [p.pk for p in Post.objects.pending().claim(f"m{index}", limit=10 - len(got))]
+        return got
 
-    threads = [threading.Thread(target=claim, args=(f"m{i}",)) for i in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
+    results = {f"m{index}": got for index, got in enumerate(together(claim, 4))}
     claimed = [pk for pks in results.values() for pk in pks]
     assert len(claimed) == 40 and len(set(claimed)) == 40, results
     for name, pks in results.items():
@@ -373,3 +362,13 @@ def test_claim_and_action_messages_count_in_the_singular_and_plural(client, monk
     assert said(done) == ["Finished 1 post. Skipped 2: they are not claimed by you (claim them first)."]
     nothing = alice.post(POSTS, {"action": "release", "_selected_action": [selected[1]]}, follow=True)
     assert said(nothing) == ["Released 0 posts. Skipped 1: it is not claimed by you (claim it first)."]
+
+
+def test_the_review_claim_keeps_its_documented_import_path():
+    """The mixin's code lives with the other claims (transitions/review.py);
+    docs/admin.md and the reference import it from django_dbqueue.moderation."""
+    from django_dbqueue import moderation
+    from django_dbqueue.transitions import review
+
+    assert moderation.ClaimQuerySetMixin is review.ClaimQuerySetMixin
+    assert moderation.DEFAULT_REVIEW_LEASE == review.DEFAULT_REVIEW_LEASE

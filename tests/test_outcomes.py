@@ -8,7 +8,7 @@ from demo.tasks import add, always_fails, noop
 from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import task_backends, task_finished
 from django_dbqueue.worker import Worker
-from django_dbqueue.worker.execution import JobRunner
+from django_dbqueue.worker.process.execution import JobRunner
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from django_dbqueue import bulk_enqueue
 from django_dbqueue.clock import read_database_now
 from django_dbqueue.models import Job, PausedQueue
 from tests.admin_helpers import DASHBOARD, job, staff
-from tests.conftest import once_on_mariadb, wait_for
+from tests.conftest import once_per_run, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,7 +29,7 @@ def done(result) -> bool:
     return status(result) == "SUCCESSFUL"
 
 
-@once_on_mariadb(
+@once_per_run(
     "every worker test reads the paused set (one plain query; the queues are left out in Python), "
     "and the other tests here pause and resume"
 )
@@ -56,7 +56,7 @@ def test_a_paused_queue_is_not_claimed_its_running_job_finishes_and_resume_needs
     assert "restart" not in worker.output().replace("0 worker restarts", "")
 
 
-@once_on_mariadb("the other tests here pause and resume; every worker test reads the paused set")
+@once_per_run("the other tests here pause and resume; every worker test reads the paused set")
 def test_pausequeue_returns_once_no_worker_claims_from_the_queue(runqueue):
     """A busy worker (one job per claim) reads the paused set every 2 s; a job
     enqueued the moment the command returns must still wait."""
@@ -76,10 +76,10 @@ def test_pausequeue_returns_once_no_worker_claims_from_the_queue(runqueue):
 def test_a_claim_that_outlasts_its_paused_set_gives_back_what_it_took_from_a_paused_queue():
     """The worker's side of the wait above: a claim made with a paused set
     read before the pause, that ends after the set went stale."""
-    from django_dbqueue.claiming import claim_from_queues
     from django_dbqueue.operations.pausing import pause
     from django_dbqueue.tasks_api import task_backends
-    from django_dbqueue.worker.loop import Worker
+    from django_dbqueue.transitions.shapes import claim_from_queues
+    from django_dbqueue.worker.process.loop import Worker
 
     backend = task_backends["default"]
     worker = Worker(backend, ["default", "email"])

@@ -11,7 +11,7 @@ from django.db.models import Count
 from demo import tasks
 from demo.models import Execution
 from django_dbqueue.models import Job, Worker
-from tests.conftest import MANAGE, ROOT, needs_row_locks, once_on_mariadb, subprocess_env, wait_for
+from tests.conftest import MANAGE, ROOT, needs_row_locks, once_per_run, subprocess_env, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -103,7 +103,19 @@ def test_a_second_signal_stops_at_once(runqueue):
     assert {str(pk) for pk in Job.objects.values_list("pk", flat=True)} == set(ids)
 
 
-@once_on_mariadb("test_claim.py runs recovery and a suspect's claim alone")
+def test_a_live_workers_row_deleted_under_it_is_written_again_at_its_next_heartbeat(runqueue):
+    workers = runqueue("--processes", "1", "--queue", "slow")
+    wait_for(lambda: workers.children() and Worker.objects.filter(pid__in=workers.children()).exists())
+    [pid] = workers.children()
+
+    Worker.objects.filter(pid=pid).delete()  # as the admin does to a row that looks stale
+
+    wait_for(lambda: Worker.objects.filter(pid=pid).exists(), timeout=10)
+    workers.signal(signal.SIGTERM)
+    assert workers.wait() == 0
+
+
+@once_per_run("test_claim.py runs recovery and a suspect's claim alone")
 def test_a_killed_worker_is_restarted_and_its_jobs_come_back_after_the_lease(runqueue):
     sleepers(8, 0.3, prefix="k")
     workers = runqueue("--processes", "2", "--batch", "4", "--queue", "slow", DBQUEUE_LEASE="2")
@@ -125,7 +137,7 @@ def test_a_killed_worker_is_restarted_and_its_jobs_come_back_after_the_lease(run
     assert workers.wait() == 0
 
 
-@once_on_mariadb("test_claim.py runs recovery and a suspect's claim alone")
+@once_per_run("test_claim.py runs recovery and a suspect's claim alone")
 def test_a_job_that_kills_its_worker_ends_failed_and_its_batch_mates_finish(runqueue):
     mates_before = [tasks.record.enqueue(f"m{i}").id for i in range(3)]
     poison = tasks.kill_worker.enqueue("poison").id
@@ -136,7 +148,15 @@ def test_a_job_that_kills_its_worker_ends_failed_and_its_batch_mates_finish(runq
 
     job = Job.objects.get(pk=poison)
     assert job.attempts == job.max_attempts == 3
-    assert [e["exception_class_path"] for e in job.errors] == ["django_dbqueue.exceptions.WorkerLost"] * 3
+    # The batch's run, not counted (no start was recorded), then three counted runs alone.
+    lost = [(e["exception_class_path"], e["attempt"], e["spent"]) for e in job.errors]
+    worker_lost = "django_dbqueue.exceptions.WorkerLost"
+    assert lost == [
+        (worker_lost, 1, False),
+        (worker_lost, 1, True),
+        (worker_lost, 2, True),
+        (worker_lost, 3, True),
+    ]
     wait_for(lambda: Job.objects.filter(status="SUCCESSFUL").count() == 6, timeout=30)
     for pk in mates_before + mates_after:
         mate = Job.objects.get(pk=pk)

@@ -6,21 +6,24 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.db.models import F
 from django.test import override_settings
 
 from demo.tasks import add, per_customer, rated
 from django_dbqueue import bulk_enqueue, task
-from django_dbqueue.claiming import RateClaims
-from django_dbqueue.clock import DbNow
+from django_dbqueue.clock import DbNow, read_database_now
 from django_dbqueue.exceptions import OptionsError
 from django_dbqueue.models import Job, RateSlot
 from django_dbqueue.options import QueueOptions
 from django_dbqueue.rates import Rate, parse_rate
 from django_dbqueue.tasks_api import InvalidTask
+from django_dbqueue.transitions.rated import RateClaims
+from django_dbqueue.worker.process.claims import Claims
+from tests.rows import inserted
 
 
 def jobs(n: int, key: str = "k", limit: str = "2/m", queue: str = "default") -> list[Job]:
-    return Job.objects.bulk_create(
+    return inserted(
         [Job(task_path="demo.tasks.noop", rate_key=key, rate_limit=limit, queue_name=queue) for _ in range(n)]
     )
 
@@ -64,6 +67,41 @@ def test_a_rate_reads_as_a_count_per_period_of_seconds(text, rate):
 def test_a_rate_in_any_other_form_is_refused_with_the_forms_it_takes(text):
     with pytest.raises(ValueError, match=r"rate_limit must be a count of at least 1 .* such as '100/m'"):
         parse_rate(text)
+
+
+def test_a_period_longer_than_a_leap_year_is_refused_with_the_longest_one_named():
+    assert parse_rate("1/366d") == Rate(1, 366 * 86400)
+    message = (
+        "rate_limit '1/4000000d' has a period of 345,600,000,000 seconds; a period is at most 366 days "
+        "('1/366d'), as a slot is next free a period after its claim and the database holds no time "
+        "past the year 9999."
+    )
+    with pytest.raises(ValueError) as caught:
+        parse_rate("1/4000000d")
+    assert str(caught.value) == message
+    for text in ("1/367d", "1/8785h", "1/9999999999999d"):
+        with pytest.raises(ValueError, match="a period is at most 366 days"):
+            parse_rate(text)
+
+
+@pytest.mark.django_db
+def test_a_period_past_the_year_9999_is_refused_at_every_entry():
+    def f(customer: str) -> None: ...
+
+    with pytest.raises(InvalidTask, match=r"rate_limit '1/4000000d' has a period of .* at most 366 days"):
+        task(rate_limit="1/4000000d")(f)
+    with pytest.raises(InvalidTask, match="at most 366 days"):
+        add.using(rate_limit="1/4000000d").enqueue(1, 2)
+    with pytest.raises(InvalidTask, match="at most 366 days"):
+        bulk_enqueue(add.using(rate_limit="1/4000000d"), [((1, 2), {})])
+    assert not Job.objects.exists()
+    with pytest.raises(OptionsError) as caught:
+        QueueOptions.parse({"RATE_LIMITS": {"queue:email": "1/4000000d"}})
+    assert caught.value.problems == [
+        "OPTIONS RATE_LIMITS['queue:email'] '1/4000000d' has a period of 345,600,000,000 seconds; a "
+        "period is at most 366 days ('1/366d'), as a slot is next free a period after its claim and the "
+        "database holds no time past the year 9999."
+    ]
 
 
 def test_bad_task_options_are_refused_at_definition():
@@ -136,7 +174,7 @@ def test_a_queue_limited_in_options_gives_its_jobs_the_queue_key():
 @pytest.mark.django_db
 def test_the_ordinary_claim_leaves_rate_limited_jobs_alone():
     jobs(3)
-    plain = Job.objects.bulk_create([Job(task_path="demo.tasks.noop")])[0]
+    plain = inserted([Job(task_path="demo.tasks.noop")])[0]
     assert [job.pk for job in Job.objects.claim("w", limit=10)] == [plain.pk]
 
 
@@ -190,16 +228,27 @@ def test_an_unreadable_limit_written_by_sql_falls_back_to_one_a_second():
 
 
 @pytest.mark.django_db
+def test_a_period_past_the_longest_written_by_sql_counts_as_the_longest():
+    """The claim once moved the slot 4,000,000 days on: OverflowError, and
+    every worker of the queue died at each claim."""
+    jobs(2, limit="1/4000000d")
+    [claimed], _ = Job.objects.claim_rated("a", ["default"], "k", room=10)
+    free_at = RateSlot.objects.get(key="k").free_at
+    assert timedelta(days=365) < free_at - db_now() <= timedelta(days=366)
+    assert Job.objects.claim_rated("a", ["default"], "k", room=10)[0] == []
+
+
+@pytest.mark.django_db
 def test_a_worker_skips_a_busy_key_without_a_query_until_its_slot_frees(django_assert_num_queries):
     jobs(5, key="busy", limit="1/h")
     jobs(3, key="free", limit="100/m")
     rates = RateClaims()
-    first = rates.claim(Job.objects.all(), ["default"], "w", room=10, lease=60)
+    first = rates.claim_rated_jobs(Job.objects.all(), ["default"], "w", room=10, lease=60)
     assert sorted(job.rate_key for job in first) == ["busy", "free", "free", "free"]
-    assert rates.claim(Job.objects.all(), ["default"], "w", room=10, lease=60) == []
+    assert rates.claim_rated_jobs(Job.objects.all(), ["default"], "w", room=10, lease=60) == []
     assert rates.keys == ["busy"], "a key with nothing due is dropped"
     with django_assert_num_queries(0):
-        assert rates.claim(Job.objects.all(), ["default"], "w", room=10, lease=60) == []
+        assert rates.claim_rated_jobs(Job.objects.all(), ["default"], "w", room=10, lease=60) == []
     assert 3500 < rates.wait() <= 3600
     ready = Job.objects.filter(rate_key="busy", status="READY")
     assert set(ready.values_list("attempts", flat=True)) == {0} and ready.count() == 4
@@ -209,8 +258,41 @@ def test_a_worker_skips_a_busy_key_without_a_query_until_its_slot_frees(django_a
 def test_options_limits_win_in_the_worker():
     jobs(5, key="k", limit="100/m")
     rates = RateClaims({"k": "2/m"})
-    claimed = [rates.claim(Job.objects.all(), ["default"], "w", room=10, lease=60) for _ in range(3)]
+    claimed = [
+        rates.claim_rated_jobs(Job.objects.all(), ["default"], "w", room=10, lease=60) for _ in range(3)
+    ]
     assert [len(batch) for batch in claimed] == [1, 1, 0]
+
+
+@pytest.mark.django_db
+def test_a_row_written_by_sql_is_paced_by_its_queues_limit_only_with_the_queue_key():
+    """docs/sql-contract.md: OPTIONS RATE_LIMITS gives the queue's key at
+    enqueue(); a plain INSERT must write it (its limit then comes from
+    RATE_LIMITS), or the row is an ordinary job, claimed at once."""
+    # run_after given, as an SQL producer on SQLite must with USE_TZ = False
+    # in another zone (SQLite's default times are UTC: docs/databases.md).
+    now = read_database_now("default")
+    with connection.cursor() as cursor:
+        for rate_key in ["queue:email", "queue:email", None, None]:
+            cursor.execute(
+                "INSERT INTO django_dbqueue_job (task_path, queue_name, rate_key, run_after) "
+                "VALUES (%s, %s, %s, %s)",
+                ["demo.tasks.noop", "email", rate_key, now],
+            )
+    claims = Claims(
+        "default",
+        "w",
+        ["email"],
+        size=10,
+        lease=60,
+        poll_max=1,
+        release=lambda ids: Job.objects.release("w", ids),
+        rate_limits={"queue:email": "1/h"},
+    )
+    batch, _ = claims.claim_batch()
+    assert sorted((job.rate_key or "") for job in batch) == ["", "", "queue:email"]
+    left = Job.objects.filter(status="READY")
+    assert list(left.values_list("rate_key", "rate_limit")) == [("queue:email", None)], "its hour is not up"
 
 
 @pytest.mark.django_db
@@ -223,6 +305,27 @@ def test_a_claim_takes_a_tenth_of_a_keys_slots_so_its_window_is_spread_over_clai
 
 
 @pytest.mark.django_db
+def test_a_claim_writes_only_the_slots_it_uses_whatever_the_limit():
+    """A key of 100000/d made its 100,000 slot rows in its first claim
+    (300,000 rows, 21 s, for three keys); now a claim makes only the slots
+    it takes, and pruned ones are made again below the limit."""
+    jobs(30, limit="100000/d")
+    batch, _ = Job.objects.claim_rated("w", ["default"], "k", room=7)
+    assert len(batch) == 7
+    # The seven it took, and one more left free: a worker's look sees the key is not at its limit.
+    assert sorted(RateSlot.objects.filter(key="k").values_list("slot", flat=True)) == list(range(8))
+    assert Job.objects.busy_rate_keys(["k"]) == {}
+    assert len(Job.objects.claim_rated("w", ["default"], "k", room=5)[0]) == 5
+    assert RateSlot.objects.filter(key="k").count() == 13
+    # Every number of a key of 4 made, and two pruned while idle: the claim fills the gaps.
+    jobs(10, key="small", limit="4/m")
+    assert len(claim_all("w", key="small")[0]) == 4
+    RateSlot.objects.filter(key="small", slot__in=[1, 2]).delete()
+    assert len(claim_all("w", key="small")[0]) == 2, "the two made again, no more than the limit"
+    assert sorted(RateSlot.objects.filter(key="small").values_list("slot", flat=True)) == [0, 1, 2, 3]
+
+
+@pytest.mark.django_db
 def test_a_new_worker_learns_every_busy_key_in_one_read_without_a_claim(django_assert_num_queries):
     for key in ("a", "b", "c"):
         jobs(2, key=key, limit="1/h")
@@ -230,7 +333,7 @@ def test_a_new_worker_learns_every_busy_key_in_one_read_without_a_claim(django_a
     rates = RateClaims()
     # The keys with due jobs, their slots, the database's now (SQLite's is this host's): no claim.
     with django_assert_num_queries(2 if connection.vendor == "sqlite" else 3):
-        assert rates.claim(Job.objects.all(), ["default"], "new", room=10, lease=60) == []
+        assert rates.claim_rated_jobs(Job.objects.all(), ["default"], "new", room=10, lease=60) == []
     assert sorted(rates.busy) == ["a", "b", "c"]
     assert 0 < rates.wait() <= RateClaims.LEARNED_FOR
 
@@ -246,7 +349,7 @@ def test_bad_options_for_one_call_are_refused_at_enqueue_and_write_nothing():
 
 @pytest.mark.django_db
 def test_slots_idle_for_an_hour_are_pruned_and_the_limit_still_holds():
-    from django_dbqueue.operations.retention import delete_idle_slots
+    from django_dbqueue.transitions.pruning import delete_idle_slots
 
     made = jobs(6, key="old", limit="2/m")
     jobs(1, key="busy", limit="1/h")
@@ -272,6 +375,54 @@ def test_a_workers_looks_go_round_every_key_however_many_keys_have_due_jobs():
     claimed: list[Job] = []
     for _ in range(len(keys) // RateClaims.KEYS + 1):
         claims.looked = -float("inf")  # look again now, as a second later
-        claimed += claims.claim(Job.objects.all(), ["default"], "w", room=200, lease=60.0)
+        claimed += claims.claim_rated_jobs(Job.objects.all(), ["default"], "w", room=200, lease=60.0)
     # One job of every key (its one slot an hour), the keys past the first looks too.
     assert sorted(job.rate_key for job in claimed) == keys
+
+
+@pytest.mark.django_db
+def test_a_job_given_back_unstarted_gives_its_slot_back_to_the_next_claim():
+    """The hold watch, a stopping worker and a lost atomic group give back
+    claimed jobs that never ran (release()): their claims do not count."""
+    jobs(4, limit="2/m")
+    first, _ = claim_all("a")
+    assert len(first) == 2
+    assert Job.objects.release("a", [first[1].pk]) == 1
+    again, wait = claim_all("b")
+    assert [job.pk for job in again] == [first[1].pk], "its slot, free again, takes it again first"
+    assert 59 < wait <= 60, "and the key's two slots are taken again"
+
+
+@pytest.mark.django_db
+def test_the_slot_given_back_is_the_one_its_claim_took_not_a_later_claims():
+    """Freeing a later claim's slot instead would let three claims into a
+    minute of a two-a-minute key: the earlier slot frees first."""
+    jobs(3, limit="2/m")
+    [early], _ = Job.objects.claim_rated("a", ["default"], "k", room=1)
+    # As if that claim were ten seconds older.
+    RateSlot.objects.filter(key="k").update(free_at=F("free_at") - timedelta(seconds=10))
+    Job.objects.filter(pk=early.pk).update(claimed_at=F("claimed_at") - timedelta(seconds=10))
+    assert len(Job.objects.claim_rated("b", ["default"], "k", room=1)[0]) == 1
+    earlier, later = RateSlot.objects.order_by("free_at")
+    claimed_at = Job.objects.get(pk=early.pk).claimed_at
+    assert earlier.free_at == claimed_at + timedelta(seconds=60), "a slot frees a period after its claim"
+
+    assert Job.objects.release("a", [early.pk]) == 1
+    assert RateSlot.objects.get(pk=later.pk).free_at == later.free_at, "the later claim's slot stays taken"
+    assert RateSlot.objects.get(pk=earlier.pk).free_at == claimed_at, "free since the claim"
+    assert [job.pk for job in claim_all("c")[0]] == [early.pk]
+
+
+@pytest.mark.django_db
+def test_a_slot_taken_under_an_options_limit_is_given_back_under_that_limit():
+    """OPTIONS RATE_LIMITS wins over the row's limit in the claim, and so in
+    the give-back; without it the slot cannot be told, and stays spent."""
+    jobs(2, limit="2/m")
+    [one], _ = Job.objects.claim_rated("a", ["default"], "k", room=1, limit="1/h")
+    assert Job.objects.release("a", [one.pk]) == 1
+    assert Job.objects.claim_rated("b", ["default"], "k", room=1, limit="1/h")[0] == [], "spent"
+    age_slots("k", 3600)
+    [again], _ = Job.objects.claim_rated("a", ["default"], "k", room=1, limit="1/h")
+    assert Job.objects.release("a", [again.pk], {"k": "1/h"}) == 1
+    [taken], _ = Job.objects.claim_rated("b", ["default"], "k", room=1, limit="1/h")
+    assert taken.pk == again.pk

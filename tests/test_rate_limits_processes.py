@@ -10,14 +10,15 @@ import time
 from datetime import datetime
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from demo.models import Execution
-from demo.tasks import rated, sleep
+from demo.tasks import add, rated, sleep
 from django_dbqueue import bulk_enqueue
 from django_dbqueue.models import Job, RateSlot
 from django_dbqueue.rates import parse_rate
-from tests.conftest import once_on_mariadb, wait_for
+from tests.conftest import once_per_run, wait_for
 
 # The most a start may follow its claim here: the jobs are instant, and a
 # claim takes at most --batch of them.
@@ -68,7 +69,7 @@ def stop(hosts: list) -> None:
         assert host.wait() == 0
 
 
-@once_on_mariadb(covered)
+@once_per_run(covered)
 @pytest.mark.django_db(transaction=True)
 def test_a_60_a_minute_limit_holds_for_minutes_across_workers_and_two_hosts_worth_of_processes(runqueue):
     """Four periods' jobs, the last period beginning three minutes after the
@@ -108,7 +109,7 @@ def test_a_60_a_minute_limit_holds_for_minutes_across_workers_and_two_hosts_wort
     )
 
 
-@once_on_mariadb(covered)
+@once_per_run(covered)
 @pytest.mark.django_db(transaction=True)
 def test_a_per_second_limit_holds_and_each_key_has_its_own(runqueue):
     limit = "5/s"
@@ -134,7 +135,7 @@ def test_a_per_second_limit_holds_and_each_key_has_its_own(runqueue):
     assert most_in_a_window(sorted(both), seconds - LAG) == 2 * number, "the keys did not share slots"
 
 
-@once_on_mariadb(covered)
+@once_per_run(covered)
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_paused_past_its_lease_with_rate_limited_jobs_in_hand_runs_none_of_them_again(runqueue):
     """A VM freeze of a worker holding rate-limited jobs (the one in hand,
@@ -166,5 +167,33 @@ def test_a_worker_paused_past_its_lease_with_rate_limited_jobs_in_hand_runs_none
     assert not marks.filter(pid=paused_pid, at__gt=resumed).exists(), "the resumed worker ran a stale job"
     starts_at = sorted(marks.values_list("at", flat=True))
     assert most_in_a_window(starts_at, seconds - LAG) <= number, "the recovered jobs kept to the limit"
-    # Each recovered job spent a slot of its own: the key still has its N slots, no more.
-    assert RateSlot.objects.filter(key="frozen").count() == number
+    # Each recovered job spent a slot of its own, within the key's N slots (made as claims need them).
+    assert 0 < RateSlot.objects.filter(key="frozen").count() <= number
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_row_whose_period_runs_past_the_year_9999_leaves_its_queue_served(runqueue):
+    """A plain INSERT of "1/4000000d" once killed every worker of the
+    queue at each claim (OverflowError moving the slot on). The row counts
+    as "1/366d": one job of the key runs, the other waits, and the worker
+    goes on serving the queue."""
+    with connection.cursor() as cursor:
+        for n in range(2):
+            cursor.execute(
+                "INSERT INTO django_dbqueue_job (task_path, args, rate_key, rate_limit) "
+                "VALUES (%s, %s, %s, %s)",
+                ["demo.tasks.add", f"[{n}, 100]", "far", "1/4000000d"],
+            )
+    before = [add.enqueue(n, 1) for n in range(3)]
+    # No give-back of a batch's unstarted jobs: given back, the far key's job
+    # would have spent its slot for a year.
+    worker = runqueue("--processes", "1", "--queue", "default", DBQUEUE_BATCH_HOLD="600")
+    wait_for(lambda: Job.objects.filter(status="SUCCESSFUL").count() == 4)
+    after = add.enqueue(10, 1)  # served after the far key's claim too
+    wait_for(lambda: Job.objects.get(pk=after.id).status == "SUCCESSFUL")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 0
+    assert ", 0 worker restarts." in worker.output(), worker.output()[-3000:]
+    far = Job.objects.filter(rate_key="far")
+    assert sorted(far.values_list("status", "attempts")) == [("READY", 0), ("SUCCESSFUL", 1)]
+    assert all(Job.objects.get(pk=r.id).status == "SUCCESSFUL" for r in before)

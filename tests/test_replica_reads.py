@@ -24,11 +24,11 @@ from django_dbqueue.models import Job, Worker
 from django_dbqueue.workflows.models import Batch
 from tests.admin_helpers import CHANGELIST, DASHBOARD
 
-needs_mariadb = pytest.mark.skipif(
+needs_sandbox = pytest.mark.skipif(
     os.environ.get("DBQUEUE_DATABASE", "sqlite") != "mariadb",
     reason="starts a private MariaDB primary and its replica; runs with DBQUEUE_DATABASE=mariadb",
 )
-pytestmark = [needs_mariadb, pytest.mark.django_db(transaction=True)]
+pytestmark = [needs_sandbox, pytest.mark.django_db(transaction=True)]
 
 PRIMARY, REPLICA = "replica_test_primary", "replica_test_replica"
 NAME = "dbq_replica_queue"

@@ -243,3 +243,15 @@ def test_to_result_sets_what_task_results_own_init_would():
 
     assert made == expected and others(made) == others(expected)
     assert made.args[0]["a"] is not job.args[0]["a"] and made.kwargs["k"] is not job.kwargs["k"]
+
+
+def test_a_result_reads_in_one_short_line_in_the_shell():
+    # A job with long arguments, errors and progress: the dataclass's repr
+    # spelled each out (900 characters for a small job).
+    job = Job.objects.get(pk=tasks.add.enqueue(10**18, "7" * 300).id)
+    job.errors = [{"exception_class_path": "builtins.ValueError", "traceback": "x" * 500}] * 3
+    job.progress, job.progress_at, job.status = 0.25, timezone.now(), "RUNNING"
+    job.save()
+    result = default_task_backend.get_result(str(job.pk))
+    assert repr(result) == f"<JobResult {job.pk} demo.tasks.add RUNNING progress=25%>"
+    assert repr(tasks.add.enqueue(1, 2)).endswith(" demo.tasks.add READY>")

@@ -12,11 +12,11 @@ from django.db import connection
 from demo import tasks
 from demo.models import Execution
 from django_dbqueue.models import Job
-from tests.conftest import needs_row_locks, once_on_mariadb, wait_for
+from tests.conftest import needs_row_locks, once_per_run, wait_for
 
 pytestmark = [
     needs_row_locks,
-    once_on_mariadb("test_processes.py runs the give-back at SIGTERM and producers beside workers"),
+    once_per_run("test_processes.py runs the give-back at SIGTERM and producers beside workers"),
     pytest.mark.django_db(transaction=True),
 ]
 

@@ -23,6 +23,7 @@ from django_dbqueue.tasks_api import task_backends
 from django_dbqueue.worker import Worker
 from tests import running_tasks as rt
 from tests.conftest import wait_for
+from tests.threads import alongside
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,24 +49,9 @@ def control_settings() -> Iterator[None]:
 def run_worker(action: Callable[[], None] | None = None) -> tuple[Worker, int]:
     """Run a burst Worker in this (the main) thread while ``action`` runs in
     another; re-raise what ``action`` raised."""
-    errors: list[BaseException] = []
-
-    def act() -> None:
-        try:
-            if action is not None:
-                action()
-        except BaseException as exc:  # re-raised below
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    helper = threading.Thread(target=act)
-    helper.start()
     worker = Worker(task_backends["default"], ["default"], batch=1, burst=True)
-    code = worker.run()
-    helper.join(30)
-    if errors:
-        raise errors[0]
+    with alongside(action or (lambda: None)):
+        code = worker.run()
     return worker, code
 
 

@@ -1,22 +1,21 @@
 """Recurring jobs: parsing, the catch-up policies, DST, exactly-once enqueue."""
 
 import copy
-import threading
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
-from django.db import close_old_connections, connection
 
 from django_dbqueue.backend import DatabaseBackend
 from django_dbqueue.clock import as_stored
 from django_dbqueue.models import Job, ScheduledRun
-from django_dbqueue.operations.schedule_runs import enqueue_run
-from django_dbqueue.operations.schedules import Schedule, parse_schedules
+from django_dbqueue.schedules.runs import enqueue_run
+from django_dbqueue.schedules.spec import Schedule, parse_schedules
 from django_dbqueue.tasks_api import task_backends
-from django_dbqueue.worker.scheduler import Scheduler
+from django_dbqueue.worker.housekeeping.scheduler import Scheduler
 from tests.conftest import needs_row_locks
+from tests.threads import together
 
 UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
 
@@ -169,25 +168,11 @@ def test_the_scheduler_starts_a_new_schedule_from_its_first_tick_and_follows_its
 def test_processes_racing_for_one_run_enqueue_it_once():
     backend, every, threads = task_backends["default"], schedule(), 8
     runs = [at("2026-01-01 10:00") + timedelta(minutes=10 * i) for i in range(20)]
-    barrier, won, errors = threading.Barrier(threads), [], []
 
-    def tick() -> None:
-        try:
-            barrier.wait()
-            won.extend(run for run in runs if enqueue_run(backend, every, run) is not None)
-        except BaseException as exc:  # re-raised below
-            errors.append(exc)
-        finally:
-            close_old_connections()
-            connection.close()
+    def tick(_: int) -> list[datetime]:
+        return [run for run in runs if enqueue_run(backend, every, run) is not None]
 
-    workers = [threading.Thread(target=tick) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join(60)
-    if errors:
-        raise errors[0]
+    won = [run for runs_won in together(tick, threads, timeout=60) for run in runs_won]
     assert sorted(won) == runs
     assert sorted(Job.objects.values_list("run_after", flat=True)) == [as_stored(run) for run in runs]
 
@@ -205,7 +190,7 @@ def test_a_run_of_a_task_whose_unique_key_is_held_waits_for_the_key():
 
 @pytest.mark.django_db
 def test_last_runs_are_each_schedules_latest_scheduled_run():
-    from django_dbqueue.operations.schedule_runs import last_runs
+    from django_dbqueue.schedules.runs import last_runs
 
     for name, minute in (("a", 1), ("a", 3), ("b", 2)):
         ScheduledRun.objects.create(schedule=name, scheduled_at=stored(f"2026-01-01 10:0{minute}"))
@@ -288,7 +273,7 @@ def schedule_errors(settings, backends: dict) -> dict[str, list[str]]:
 def test_two_backends_on_one_database_may_not_share_a_schedule_name(settings):
     nightly = {"task": "demo.tasks.noop", "cron": "0 3 * * *"}
     errors = schedule_errors(
-        settings, {"a": {"SCHEDULES": {"Nightly": nightly}}, "b": {"SCHEDULES": {"nightly": nightly}}}
+        settings, {"a": {"SCHEDULES": {"Nightly": nightly}}, "b": {"SCHEDULES": {"Nightly": nightly}}}
     )
     assert errors == {
         "a": [
@@ -296,12 +281,15 @@ def test_two_backends_on_one_database_may_not_share_a_schedule_name(settings):
             "database. Runs are recorded by schedule name, so the two would share them, and each "
             "time only one of them would enqueue."
         ],
-        "b": [errors["a"][0].replace("'Nightly'", "'nightly'").replace("'b'", "'a'")],
+        "b": [errors["a"][0].replace("'b'", "'a'")],
     }
-    # Two spellings in one backend's SCHEDULES clash too; one name alone does not.
-    errors = schedule_errors(settings, {"a": {"SCHEDULES": {"Nightly": nightly, "NIGHTLY": nightly}}})
-    assert len(errors["a"]) == 2 and "backend 'a'" in errors["a"][0]
-    assert schedule_errors(settings, {"a": {"SCHEDULES": {"Nightly": nightly}}}) == {"a": []}
+    # Names compare byte for byte, as the runs' key does: other capitals or
+    # accents are other schedules, in one backend or two.
+    other = {
+        "a": {"SCHEDULES": {"Nightly": nightly, "NIGHTLY": nightly}},
+        "b": {"SCHEDULES": {"nîghtly": nightly}},
+    }
+    assert schedule_errors(settings, other) == {"a": [], "b": []}
 
 
 def test_backends_on_different_databases_may_share_a_schedule_name(settings):
@@ -309,3 +297,33 @@ def test_backends_on_different_databases_may_share_a_schedule_name(settings):
     elsewhere = {"DATABASE": "elsewhere", "SCHEDULES": {"Nightly": nightly}}
     errors = schedule_errors(settings, {"a": {"SCHEDULES": {"Nightly": nightly}}, "b": elsewhere})
     assert errors == {"a": [], "b": []}
+
+
+@pytest.mark.django_db
+def test_a_run_on_time_is_logged_at_debug_and_a_catch_up_at_info(caplog):
+    backend = DatabaseBackend(
+        "default",
+        {
+            "QUEUES": ["default"],
+            "OPTIONS": {"SCHEDULES": {"s": {"task": "demo.tasks.noop", "cron": "*/15 * * * * *"}}},
+        },
+    )
+    scheduler = Scheduler(backend)
+    caplog.set_level("DEBUG", logger="django_dbqueue")
+    now = datetime.now(UTC)
+    latest = now.replace(second=now.second // 15 * 15, microsecond=0)  # the run due now, and only it
+    ScheduledRun.objects.create(schedule="s", scheduled_at=as_stored(latest - timedelta(seconds=15)))
+    scheduler.tick()
+    [run] = ScheduledRun.objects.filter(job_id__isnull=False)
+    said = [(r.levelname, r.getMessage()) for r in caplog.records]
+    # The time as the scheduler holds it (UTC), whatever USE_TZ reads back.
+    assert [level for level, _ in said] == ["DEBUG"], said
+    assert said[0][1].startswith("Schedule 's': enqueued its run at ")
+    assert said[0][1].endswith(f" as job {run.job_id}."), said
+
+    caplog.clear()
+    ScheduledRun.objects.all().delete()
+    ScheduledRun.objects.create(schedule="s", scheduled_at=stored("2020-01-01 00:00"))
+    scheduler.tick()  # years behind, under "latest": the last minute's runs at once
+    infos = [r.getMessage() for r in caplog.records if r.levelname == "INFO"]
+    assert len(infos) == 1 and infos[0].startswith("Schedule 's': enqueued "), infos

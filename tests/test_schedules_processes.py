@@ -11,7 +11,7 @@ import pytest
 from django.db.models import Count
 
 from django_dbqueue.models import Job, ScheduledRun
-from tests.conftest import needs_row_locks, once_on_mariadb, wait_for
+from tests.conftest import needs_row_locks, once_per_run, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,7 +28,7 @@ def advance(by: int) -> None:
     wait_for(lambda: runs() >= target, timeout=30, interval=0.2)
 
 
-@once_on_mariadb("test_schedules.py runs the scheduler's tick and its race for one run")
+@once_per_run("test_schedules.py runs the scheduler's tick and its race for one run")
 @needs_row_locks
 def test_every_scheduled_second_is_enqueued_once_while_processes_die_and_restart(runqueue):
     start = lambda: runqueue("--processes", "1", DBQUEUE_SCHEDULES=EVERY_SECOND)  # noqa: E731

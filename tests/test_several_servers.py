@@ -27,18 +27,18 @@ from django_dbqueue.models import Job
 from django_dbqueue.routing import split_result_id
 from django_dbqueue.tasks_api import TaskResultDoesNotExist, default_task_backend, task_backends
 from django_dbqueue.testing import run_due_jobs
-from django_dbqueue.worker.status import StatusLine
-from django_dbqueue.worker.supervisor import Supervisor
+from django_dbqueue.worker.supervisor.status_line import StatusLine
+from django_dbqueue.worker.supervisor.supervisor import Supervisor
 from django_dbqueue.workflows import chain
 from django_dbqueue.workflows.models import Dependency
 from tests.admin_helpers import DASHBOARD
 from tests.conftest import ROOT, wait_for
 
-needs_mariadb = pytest.mark.skipif(
+needs_sandbox = pytest.mark.skipif(
     os.environ.get("DBQUEUE_DATABASE", "sqlite") != "mariadb",
     reason="starts a second, private MariaDB server; runs with DBQUEUE_DATABASE=mariadb",
 )
-pytestmark = [needs_mariadb, pytest.mark.django_db(transaction=True)]
+pytestmark = [needs_sandbox, pytest.mark.django_db(transaction=True)]
 
 SECOND = "second"
 NAME = "dbq_second_queue"

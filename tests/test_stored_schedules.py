@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django_dbqueue.clock import as_aware, as_stored, read_utc
 from django_dbqueue.models import Job, Schedule, ScheduledRun
 from django_dbqueue.tasks_api import task_backends
-from django_dbqueue.worker.scheduler import Scheduler
+from django_dbqueue.worker.housekeeping.scheduler import Scheduler
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.django_db
@@ -38,7 +38,7 @@ def test_create_validates_every_field_with_a_clear_message(settings):
     assert "do not fit" in errors_of(args=[], kwargs={"c": 1})["args"][0]
     assert "must be a list" in errors_of(args={"a": 1})["args"][0]
     assert "'/'" in errors_of(name="a/b")["name"][0]
-    assert errors_of(name="nightly")["name"] == [
+    assert errors_of(name="Nightly")["name"] == [
         "The settings schedule 'Nightly' has this name; choose another."
     ]
     assert "not a django_dbqueue task backend" in errors_of(backend="nope")["backend"][0]
@@ -136,3 +136,31 @@ def test_a_row_written_by_sql_that_cannot_run_is_logged_once_and_skipped(caplog)
     assert set(ScheduledRun.objects.values_list("schedule", flat=True)) == {good.name}
     assert "does not import" in Schedule.objects.get(name="gone").problem()
     assert Schedule.objects.get(name="good").problem() is None
+
+
+def test_names_that_differ_only_by_accents_or_case_are_schedules_of_their_own(settings):
+    """A settings schedule "report" and stored ones "rèport" and "Report":
+    on MySQL/MariaDB the runs' key compared by the table's collation (the
+    test database's is utf8mb4_unicode_ci, which ignores both), so only one
+    of them ran each second, and nothing said so. Names compare byte for
+    byte: each runs every second, with runs of its own."""
+    tasks = copy.deepcopy(settings.TASKS)
+    every_second = {"task": "demo.tasks.add", "cron": "* * * * * *", "args": [1, 1]}
+    tasks["default"]["OPTIONS"]["SCHEDULES"] = {"report": every_second}
+    settings.TASKS = tasks
+    backend = task_backends["default"]
+    assert not [m for m in backend.check() if m.id.startswith("django_dbqueue.E")]
+    for name, first in (("rèport", 2), ("Report", 3)):
+        Schedule.objects.create(name=name, task="demo.tasks.add", cron="* * * * * *", args=[1, first])
+        backdate(name, 3)
+    scheduler = Scheduler(backend)
+    scheduler.since = read_utc("default") - timedelta(seconds=3)
+    scheduler.tick()
+    wait_for(lambda: read_utc("default") > scheduler.since + timedelta(seconds=5), interval=0.05)
+    scheduler.tick()
+    runs = {name: scheduled(name) for name in ("report", "rèport", "Report")}
+    assert all(len(times) >= 2 for times in runs.values()), runs
+    assert runs["report"] == runs["rèport"] == runs["Report"], "the same seconds, each its own run"
+    made = Job.objects.filter(task_path="demo.tasks.add")
+    assert sorted({tuple(args) for args in made.values_list("args", flat=True)}) == [(1, 1), (1, 2), (1, 3)]
+    assert made.count() == 3 * len(runs["report"])

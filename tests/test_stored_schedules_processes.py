@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.db.models import Count
 
 from django_dbqueue.models import Job, Schedule, ScheduledRun
-from tests.conftest import needs_row_locks, once_on_mariadb, wait_for
+from tests.conftest import needs_row_locks, once_per_run, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LIST = "/admin/django_dbqueue/schedule/"
@@ -51,7 +51,7 @@ def form(**fields: str) -> dict:
     }
 
 
-@once_on_mariadb("test_stored_schedules.py ticks database schedules on every database")
+@once_per_run("test_stored_schedules.py ticks database schedules on every database")
 @needs_row_locks
 def test_a_schedule_added_in_the_admin_runs_once_per_second_across_processes(runqueue, client):
     hosts = [runqueue("--processes", "1") for _ in range(3)]

@@ -27,6 +27,8 @@ SHORT_BACKOFF = {
     }
 }
 
+MAILS_AN_HOUR = {"default": {**SHORT_BACKOFF["default"], "OPTIONS": {"RATE_LIMITS": {"queue:email": "1/h"}}}}
+
 
 class RunDueJobsInATestCase(TestCase):
     def test_runs_what_is_due_in_claim_order_and_says_how_each_ended(self):
@@ -83,6 +85,48 @@ class RunDueJobsInATestCase(TestCase):
         assert len(run_due_jobs(max_runs=2)) == 2
         with self.assertRaisesMessage(ValueError, "max_runs must be at least 1, not 0."):
             run_due_jobs(max_runs=0)
+
+    @override_settings(TASKS=MAILS_AN_HOUR)
+    def test_jobs_with_keys_run_too_whatever_their_rate(self):
+        # A concurrency key, a fairness key, a task's rate key and a queue
+        # limited by RATE_LIMITS (1 an hour: a worker would start one of the
+        # two mails now and the other in an hour).
+        enqueued = [
+            tasks.per_customer.enqueue("acme", 1, 0),
+            tasks.per_customer.enqueue("acme", 2, 0),
+            tasks.per_tenant.enqueue("t1", 3),
+            tasks.rated.enqueue("acme", 4),
+            tasks.send_welcome.enqueue(5),
+            tasks.send_welcome.enqueue(6),
+        ]
+        assert Job.objects.filter(rate_key="queue:email").count() == 2
+        ran = run_due_jobs()
+        assert sorted((r.id, r.status) for r in ran) == sorted((e.id, "SUCCESSFUL") for e in enqueued)
+        # The claim order: the mails' priority first, then as enqueued.
+        assert [r.id for r in ran] == [e.id for e in enqueued[4:] + enqueued[:4]]
+        assert [r.return_value for r in ran][2:] == [1, 1, 3, 4]  # one of the key RUNNING at a time
+
+    def test_a_job_whose_concurrency_key_is_full_is_left_and_named(self):
+        tasks.per_customer.enqueue("acme", 1, 0)
+        Job.objects.filter(concurrency_key="customer:acme").update(concurrency_limit=1)
+        held = Job.objects.create(
+            task_path="demo.tasks.per_customer",
+            args=["acme", 0, 0],
+            concurrency_key="customer:acme",
+            status="RUNNING",
+            owner="another-worker",
+            lease_expires_at=timezone.now() + timedelta(hours=1),
+        )
+        left = tasks.per_customer.enqueue("acme", 2, 0)
+        tasks.add.enqueue(1, 1)
+        with self.assertWarnsMessage(
+            UserWarning,
+            f"run_due_jobs() left 2 due jobs READY: their concurrency key 'customer:acme' has all its "
+            f"slots taken by RUNNING jobs it did not run ({held.pk})",
+        ) as caught:
+            ran = run_due_jobs()
+        assert [r.task_path for r in ran] == ["demo.tasks.add"]
+        assert left.id in str(caught.warning)
 
 
 def test_under_djangos_test_backends_it_says_why_it_cannot_run():

@@ -2,7 +2,6 @@
 the application's ``timezone.now()`` as soon as ``enqueue()`` returns, and
 every stamp is in Django's form under both ``USE_TZ`` settings."""
 
-import threading
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 from io import StringIO
@@ -10,12 +9,12 @@ from io import StringIO
 import pytest
 from django.conf import settings
 from django.core.management import call_command
-from django.db import connection
 from django.utils import timezone
 
 from demo import tasks
 from django_dbqueue.models import Job, Worker
 from tests.conftest import wait_for
+from tests.threads import elsewhere
 
 UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
 
@@ -26,19 +25,12 @@ def enqueue_and_count(jobs: int) -> int:
     """Enqueue ``jobs`` jobs in a tight loop from a new thread (which has its
     own backend and clock, as each thread of a web server has, and its own
     connection) and count how many the application sees due at once."""
-    seen: list[int] = []
 
-    def producer() -> None:
-        try:
-            ids = [tasks.add.enqueue(1, 1).id for _ in range(jobs)]
-            seen.append(Job.objects.filter(pk__in=ids, status="READY", run_after__lte=timezone.now()).count())
-        finally:
-            connection.close()
+    def producer() -> int:
+        ids = [tasks.add.enqueue(1, 1).id for _ in range(jobs)]
+        return Job.objects.filter(pk__in=ids, status="READY", run_after__lte=timezone.now()).count()
 
-    thread = threading.Thread(target=producer)
-    thread.start()
-    thread.join(60)
-    return seen[0]
+    return elsewhere(producer, timeout=60)
 
 
 def test_a_job_is_due_by_the_applications_clock_as_soon_as_enqueue_returns():

@@ -30,7 +30,7 @@ from django_dbqueue.tasks_api import task_backends
 from django_dbqueue.testing import run_due_jobs
 from django_dbqueue.worker import Worker
 from tests import tracing_tasks as tt
-from tests.conftest import ROOT, once_on_mariadb, subprocess_env
+from tests.conftest import ROOT, once_per_run, subprocess_env
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("tracing_tasks")]
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -119,7 +119,10 @@ def test_a_trace_id_crosses_from_a_view_to_the_task_span_as_a_link(client, spans
     assert span.status.status_code == StatusCode.UNSET and not span.events
     # The task ran with its span current: its own spans are the span's children.
     seen = job.return_value["span"]
-    assert (seen["trace_id"], seen["span_id"]) == (span.context.trace_id, span.context.span_id)
+    assert (seen["trace_id"], seen["span_id"]) == (
+        f"{span.context.trace_id:032x}",
+        f"{span.context.span_id:016x}",
+    )
 
 
 def test_a_failing_task_span_has_error_status_and_the_exception_per_attempt(spans):
@@ -145,7 +148,10 @@ def test_an_async_task_runs_with_its_span_current(spans):
     tt.async_span.enqueue()
     [run] = run_due_jobs()
     [span] = job_spans(spans)
-    assert run.return_value == {"trace_id": span.context.trace_id, "span_id": span.context.span_id}
+    assert run.return_value == {
+        "trace_id": f"{span.context.trace_id:032x}",
+        "span_id": f"{span.context.span_id:016x}",
+    }
 
 
 def test_the_enqueues_baggage_is_the_tasks_baggage(spans):
@@ -203,7 +209,7 @@ def test_with_the_api_but_no_sdk_configured_no_span_is_started_and_nothing_recor
     assert Job.objects.get(pk=result.id).metadata == {}
 
 
-@once_on_mariadb("the tests above run the same spans in-process on every database")
+@once_per_run("the tests above run the same spans in-process on every database")
 def test_runqueue_workers_export_their_last_spans_before_they_exit(spans, runqueue, tmp_path):
     """A forked worker skips atexit, where the SDK would export what its
     batch processor holds: the worker flushes it itself."""
@@ -253,7 +259,7 @@ print(json.dumps({
 """
 
 
-@once_on_mariadb("the same code runs on every database (test_metadata.py enqueues there)")
+@once_per_run("the same code runs on every database (test_metadata.py enqueues there)")
 def test_without_opentelemetry_nothing_changes_and_nothing_is_imported():
     env = subprocess_env(DJANGO_SETTINGS_MODULE="testproject.settings")
     done = subprocess.run(

@@ -4,7 +4,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import OperationalError, close_old_connections, connection, transaction
+from django.db import OperationalError, transaction
 from django.utils import timezone
 
 from demo.tasks import add, record_once, singleton
@@ -15,6 +15,7 @@ from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import InvalidTask
 from django_dbqueue.transitions import Finished
 from tests.conftest import needs_row_locks
+from tests.threads import together
 
 
 @pytest.mark.django_db
@@ -171,31 +172,23 @@ def enqueue_in_transaction(key: str) -> str:
 def test_concurrent_producers_of_one_key_create_one_job(in_transaction):
     producers, rounds = 8, 20
     seen: list[set[str]] = [set() for _ in range(rounds)]
-    errors: list[BaseException] = []
-    barriers = [threading.Barrier(producers) for _ in range(rounds)]
+    # The first round starts together; each later round waits for every producer.
+    barriers = [threading.Barrier(producers, timeout=60) for _ in range(rounds - 1)]
 
-    def produce() -> None:
+    def produce(_: int) -> None:
         try:
-            for round_, barrier in enumerate(barriers):
-                barrier.wait()
+            for round_ in range(rounds):
+                if round_:
+                    barriers[round_ - 1].wait()
                 if in_transaction:
                     seen[round_].add(enqueue_in_transaction(f"r{round_}"))
                 else:
                     seen[round_].add(record_once.enqueue(f"r{round_}").id)
-        except BaseException as exc:  # re-raised below
-            errors.append(exc)
-            for barrier in barriers:
+        except BaseException:
+            for barrier in barriers:  # the others stop at their next round instead of waiting
                 barrier.abort()
-        finally:
-            close_old_connections()
-            connection.close()
+            raise
 
-    threads = [threading.Thread(target=produce) for _ in range(producers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    if errors:
-        raise errors[0]
+    together(produce, producers)
     assert [len(ids) for ids in seen] == [1] * rounds, "every producer got the one job of its round"
     assert Job.objects.count() == rounds

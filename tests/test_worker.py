@@ -149,7 +149,7 @@ def test_retry_delay_grows_exponentially_with_jitter_and_a_cap():
 def test_bad_rows_fail_with_a_message_and_the_rest_of_the_batch_runs():
     good_before = tasks.add.enqueue(1, 1)
     bad = {
-        "demo.tasks.nothing_here": ("The task path 'demo.tasks.nothing_here' does not import", []),
+        "demo.nothing_here.task": ("The task path 'demo.nothing_here.task' does not import", []),
         "os.system": ("is outside every installed app and OPTIONS ALLOWED_TASK_MODULES", ["true"]),
         "demo.tasks.not_a_task": ("names a function, not a task", []),
         "demo.tasks.add": ("The job's arguments do not fit demo.tasks.add(a: int, b: int)", [1, 2, 3]),

@@ -7,7 +7,8 @@ import signal
 import threading
 import time
 
-from django_dbqueue.worker.signals import ForcedStop, StopSignals, main_thread_signals
+from django_dbqueue.worker.process.signals import ForcedStop, StopSignals
+from django_dbqueue.worker.threads import main_thread_signals
 
 ROUNDS = 20
 

@@ -1,8 +1,8 @@
-"""Workflows through a crash of the database itself: a private MariaDB
-killed (SIGKILL, InnoDB recovery at start) while batches and chains drain
-under workers that are SIGKILLed too. Each callback job is inserted once,
-each chain step released once, with its parent's result. MariaDB only
-(the suite restarts only its sandbox server)."""
+"""Workflows through a crash of the database itself: a private server
+(MySQL or MariaDB, tests/conftest.py's sandbox_server) killed (SIGKILL,
+InnoDB recovery at start) while batches and chains drain under workers that
+are SIGKILLed too. Each callback job is inserted once, each chain step
+released once, with its parent's result."""
 
 import os
 import random
@@ -12,9 +12,9 @@ import sys
 from collections import Counter
 
 from benchmarks.chaos import DATABASE, environment, prepare
-from tests.conftest import MANAGE, ROOT, Runqueue, needs_mariadb, wait_for
+from tests.conftest import MANAGE, ROOT, Runqueue, needs_sandbox, wait_for
 
-pytestmark = needs_mariadb
+pytestmark = needs_sandbox
 
 BATCHES, MEMBERS, CHAINS, STEPS = 8, 60, 5, 6
 
@@ -41,8 +41,8 @@ def kill_a_worker(worker: Runqueue) -> None:
         os.kill(random.choice(children), signal.SIGKILL)
 
 
-def test_callbacks_and_chain_steps_once_across_a_database_crash_and_killed_workers(sandbox_mariadb, tmp_path):
-    server = sandbox_mariadb
+def test_callbacks_and_chain_steps_once_across_a_database_crash_and_killed_workers(sandbox_server, tmp_path):
+    server = sandbox_server
     env = environment(server, lease=5)
     prepare(server, 0, env)
     produced = subprocess.run(

@@ -15,7 +15,9 @@ TRACING_TASKS["default"]["OPTIONS"]["RETRY_BACKOFF_BASE"] = 0.01
 
 
 def span_seen() -> dict:
-    """The trace and span ids of the span current in the task, if any."""
+    """The trace and span ids of the span current in the task, if any, in
+    hex as a traceparent writes them: a trace id is a 128-bit integer, which
+    MySQL's JSON would round (so a task returning one fails there)."""
     try:
         from opentelemetry import trace
     except ImportError:
@@ -23,7 +25,11 @@ def span_seen() -> dict:
     from opentelemetry import baggage
 
     context = trace.get_current_span().get_span_context()
-    seen = {"trace_id": context.trace_id, "span_id": context.span_id} if context.is_valid else {}
+    seen = (
+        {"trace_id": f"{context.trace_id:032x}", "span_id": f"{context.span_id:016x}"}
+        if context.is_valid
+        else {}
+    )
     if baggage.get_all():
         seen["baggage"] = dict(baggage.get_all())
     return seen

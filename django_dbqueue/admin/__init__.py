@@ -8,13 +8,15 @@ batch_actions.py  cancel a batch and retry its failed jobs, as list actions and 
 workflow.py    a job's parents and dependants, and the workflow pictures
 dag.py         a workflow drawn as inline SVG, in layers
 progress.py    a batch's members counted by status, and its progress bar
-display.py     how a job's fields are shown: badges, JSON, dates, the timeline
+display.py     how a job's fields are shown: badges, JSON, dates
+timeline.py    a job's story: its timeline and errors, each event with its attempt
 running.py     a running job's progress, cancel request, checkpoint and interruptions
 dashboard.py   the queue dashboard: its view, its numbers and its link in the app list
 chart.py       the dashboard's chart of jobs finished per minute, as inline SVG
 workers.py     the list of worker processes
 schedules.py   the recurring schedules with their last and next run, and "run now"
 stored_schedules.py  the schedules in the database: add, change, delete, pause, resume
+schedule_form.py  the tasks and time zones that form offers to pick from
 pauses.py      pausing and resuming queues, and the list of paused ones
 paginator.py   a changelist paginator that never counts a big table row by row
 database.py    which database the admin uses: the queue backend's OPTIONS["DATABASE"]

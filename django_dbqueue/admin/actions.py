@@ -27,8 +27,11 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from ..models import Job
+from ..operations.big import limits, start
+from ..operations.selections import runs
 from .changes import CHANGES, RUNNING, Change, change_locked, chunks, jobs, label_rank, status_rank
 from .job_workflow import STRANDS, STRANDS_WHY, UNDELETABLE
+from .operations import operation_message
 
 # How many jobs a delete confirmation lists; the rest are counted.
 DELETE_PREVIEW = 20
@@ -97,10 +100,14 @@ class JobActions(_ModelAdmin):
     # -- applying a change, logging it, and saying what happened ---------------
 
     def apply(self, request: HttpRequest, queryset: QuerySet, change: Change) -> None:
+        inline = limits(queryset.db).inline
+        if len(queryset.order_by().values_list("pk", flat=True)[: inline + 1]) > inline:
+            self.apply_as_job(request, queryset, change)
+            return
         unchanged: Counter[str] = Counter()
         changed = asked = 0
         for ids in chunks(queryset, CHUNK):
-            was, after = change_locked(queryset.model._default_manager.using(queryset.db), ids, change)
+            was, after = change_locked(queryset.model._default_manager.using(queryset.db), ids, change.method)
             now_changed = {pk for pk, state in was.items() if after.get(pk) != state}
             unchanged.update(state.label for pk, state in was.items() if pk not in now_changed)
             # A job still RUNNING after the change was asked to stop, not changed.
@@ -111,6 +118,14 @@ class JobActions(_ModelAdmin):
                 request, queryset, change, {pk: was[pk].status for pk in now_changed}, running
             )
         self.report(request, change, changed, asked, unchanged)
+
+    def apply_as_job(self, request: HttpRequest, queryset: QuerySet, change: Change) -> None:
+        """More jobs than OPERATION_INLINE_ROWS: answer at once, and change
+        them in an operation job, chunk by chunk (operations/selections.py)."""
+        ids = runs(queryset.order_by().values_list("pk", flat=True))
+        params = {"method": change.method, "ids": ids, "user": request.user.pk}
+        started = start("change_jobs", queryset.db, params)
+        self.message_user(request, operation_message(self, started, change.method), messages.SUCCESS)
 
     def log_job_changes(
         self,

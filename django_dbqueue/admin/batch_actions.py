@@ -21,6 +21,7 @@ from django.views.decorators.http import require_POST
 from ..models import Job, Status
 from ..workflows.batches import BatchHandle
 from ..workflows.models import Batch, BatchStatus
+from .operations import operation_message
 
 # A mixin for BatchAdmin: the type checker sees it as a ModelAdmin.
 if TYPE_CHECKING:
@@ -88,12 +89,15 @@ class BatchActions(_ModelAdmin):
                 continue
             handle = BatchHandle(batch.pk, queryset.db)
             count = handle.cancel() if name == "cancel_batches" else handle.retry_failed()
-            if name == "cancel_batches" and handle.status != BatchStatus.CANCELLED:
-                skipped.append(batch.pk)  # it finished meanwhile
+            if not count.decided:
+                skipped.append(batch.pk)  # it finished (or was retried) meanwhile
                 continue
             done += 1
             changed_jobs += count
             self.log_change(request, batch, change.log.format(jobs=jobs(count), was=batch.status))
+            if count.job_id is not None:
+                kind = "cancel_batch" if name == "cancel_batches" else "retry_batch"
+                self.message_user(request, operation_message(self, count, kind), messages.SUCCESS)
         text = ngettext(*change.did, done) % {"count": done, "jobs": jobs(changed_jobs)} if done else ""
         if skipped:
             ids = ", ".join(f"#{pk}" for pk in skipped[:10]) + (" …" if len(skipped) > 10 else "")

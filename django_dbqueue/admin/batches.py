@@ -18,6 +18,7 @@ from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from ..models import Job
+from ..workflows.calls import CALLBACK_KEY
 from ..workflows.models import Batch
 from . import display as show
 from .batch_actions import BatchActions
@@ -27,6 +28,8 @@ from .progress import member_counts, progress_html
 from .readonly import ReadOnlyAdminMixin
 from .reads import PrimaryActionsMixin, ReplicaChangeList
 from .workflow import batch_dependants, batch_picture, job_url, related_html
+
+CALLBACKS = ("on_success", "on_failure", "on_finish")
 
 
 class BatchChangeList(ReplicaChangeList):
@@ -174,7 +177,7 @@ class BatchAdmin(PrimaryActionsMixin, BatchActions, ReadOnlyAdminMixin, admin.Mo
 
     @admin.display(description="callbacks")
     def callbacks(self, batch: Batch) -> SafeString:
-        named = [(name, getattr(batch, name)) for name in ("on_success", "on_failure", "on_finish")]
+        named = [(name, getattr(batch, name)) for name in CALLBACKS]
         rows = [(name, json.dumps(spec, ensure_ascii=False, sort_keys=True)) for name, spec in named if spec]
         if not rows:
             return format_html("<p>{}</p>", "None.")
@@ -185,19 +188,23 @@ class BatchAdmin(PrimaryActionsMixin, BatchActions, ReadOnlyAdminMixin, admin.Mo
 
     @admin.display(description="callback jobs")
     def callback_jobs(self, batch: Batch) -> SafeString:
+        """Every callback job the batch enqueued, oldest first (a batch
+        retried and completed again enqueues its callbacks again), each
+        labelled with the callback it is."""
         ids = [pk for pk in batch.callback_job_ids or [] if isinstance(pk, int)]
         if not ids:
             none = "None yet: they are enqueued when the batch finishes."
             return format_html("<p>{}</p>", none if batch.status == "OPEN" else "None.")
         found = Job._base_manager.using(batch._state.db or queue_database()).filter(pk__in=ids)
-        jobs = {job.pk: job for job in found.only("pk", "task_path", "status")}
+        jobs = {job.pk: job for job in found.only("pk", "task_path", "status", "metadata")}
         return format_html(
             '<ul class="dbqueue-related">{}</ul>',
             format_html_join(
                 "",
-                '<li><a href="{}">#{} {}</a> {}</li>',
+                '<li><span class="dbqueue-callback">{}</span> <a href="{}">#{} {}</a> {}</li>',
                 (
                     (
+                        callback_name(jobs.get(pk)),
                         job_url(self.admin_site.name, pk),
                         pk,
                         jobs[pk].task_path if pk in jobs else "(deleted)",
@@ -211,3 +218,11 @@ class BatchAdmin(PrimaryActionsMixin, BatchActions, ReadOnlyAdminMixin, admin.Mo
     @admin.display(description="metadata")
     def metadata_json(self, batch: Batch) -> SafeString:
         return show.pretty_json(batch.metadata)
+
+
+def callback_name(job: Job | None) -> str:
+    """Which callback a callback job is, as its metadata says; "callback"
+    for one enqueued before the metadata said it, or deleted."""
+    metadata = job.metadata if job is not None else None
+    name = metadata.get(CALLBACK_KEY) if isinstance(metadata, dict) else None
+    return name if name in CALLBACKS else "callback"

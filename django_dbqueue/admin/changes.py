@@ -1,8 +1,9 @@
 """The changes people make to jobs in the admin (requeue, cancel, run now):
 what each calls, when its button shows, and how it reports what it did;
 and applying one to selected jobs, a chunk at a time with their rows
-locked, so that what changed is known exactly. actions.py runs them as
-list actions and page buttons."""
+locked, so that what changed is known exactly (operations/selections.py,
+which also changes a big selection as an operation job). actions.py runs
+them as list actions and page buttons."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import transaction
 from django.db.models import QuerySet
 from django.utils.translation import ngettext
 
 from ..models import Job, Status
+from ..operations.selections import VERBS, State, change_locked
+
+__all__ = ["CHANGES", "Change", "State", "change_locked", "chunks", "jobs", "label_rank", "status_rank"]
 
 READY, RUNNING = Status.READY, Status.RUNNING
 FINISHED = (Status.SUCCESSFUL, Status.FAILED, Status.CANCELLED)
@@ -43,7 +46,7 @@ class Change:
 CHANGES = {
     "requeue": Change(
         "requeue",
-        "Requeued",
+        VERBS["requeue"],
         "only failed, cancelled or successful jobs can be requeued",
         "Requeue",
         lambda job, now: job.status in FINISHED,
@@ -51,7 +54,7 @@ CHANGES = {
     ),
     "cancel": Change(
         "cancel",
-        "Cancelled",
+        VERBS["cancel"],
         "finished jobs cannot be cancelled, and a running job is asked to stop once",
         "Cancel",
         # WAITING: a job whose parents have not all finished (workflows).
@@ -65,7 +68,7 @@ CHANGES = {
     ),
     "run_now": Change(
         "run_now",
-        "Made due now",
+        VERBS["run_now"],
         "only ready jobs waiting for a later time can be made due",
         "Run now",
         lambda job, now: job.status == READY and job.run_after > now,
@@ -82,22 +85,6 @@ def jobs(n: int) -> str:
 def asked_nothing_yet(job: Job) -> bool:
     """A running job nobody has asked to stop yet."""
     return job.status == RUNNING and job.cancel_requested_at is None
-
-
-@dataclass(frozen=True)
-class State:
-    """What an action may change in a job's row."""
-
-    status: str
-    due: datetime
-    cancel_requested_at: datetime | None
-
-    @property
-    def label(self) -> str:
-        """How a skipped job is named in the message: its status, or more."""
-        if self.status == RUNNING and self.cancel_requested_at is not None:
-            return "running and already asked to stop"
-        return self.status.lower()
 
 
 def status_rank(status: str) -> int:
@@ -119,18 +106,3 @@ def chunks(queryset: QuerySet, size: int) -> Iterator[list[int]]:
             return
         yield page
         last = page[-1]
-
-
-def change_locked(
-    rows: QuerySet, ids: list[int], change: Change
-) -> tuple[dict[int, State], dict[int, State]]:
-    """Apply ``change`` to the jobs ``ids`` with their rows locked, so what
-    changed is known exactly: the rows whose state differs afterwards.
-    Returns each job's state before and after."""
-    columns = ("pk", "status", "run_after", "cancel_requested_at")
-    with transaction.atomic(using=rows.db):
-        selected = rows.filter(pk__in=ids)
-        was = {pk: State(*state) for pk, *state in selected.select_for_update().values_list(*columns)}
-        getattr(selected, change.method)()
-        after = {pk: State(*state) for pk, *state in selected.values_list(*columns)}
-    return was, after

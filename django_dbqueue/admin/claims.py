@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from ..moderation import ClaimQuerySetMixin
+from ..transitions.review import ClaimQuerySetMixin
 
 
 class ClaimListFilter(admin.SimpleListFilter):

@@ -80,8 +80,10 @@ def workflow_svg(nodes: list[Node], edges: list[tuple[str, str]], title: str) ->
     shown = {node.key for node in nodes}
     edges = [(p, c) for p, c in edges if p in shown and c in shown and p != c]
     at = positions(nodes, edges)
+    routes = {edge: route(*ends, at) for edge, ends in ports(edges, at).items()}
     width = max((x for x, _ in at.values()), default=0) + NODE_WIDTH + 2 * MARGIN
-    height = max((y for _, y in at.values()), default=0) + NODE_HEIGHT + 2 * MARGIN
+    lowest = max((y for points in routes.values() for _, y in points), default=0)
+    height = max(max((y for _, y in at.values()), default=0) + NODE_HEIGHT, lowest) + 2 * MARGIN
     return format_html(
         '<svg class="dbqueue-dag" role="img" viewBox="0 0 {w} {h}" width="{w}" height="{h}">'
         "<title>{title}</title>"
@@ -91,9 +93,7 @@ def workflow_svg(nodes: list[Node], edges: list[tuple[str, str]], title: str) ->
         w=f"{width:.0f}",
         h=f"{height:.0f}",
         title=title,
-        edges=format_html_join(
-            "", "{}", ((edge_path(*ends, p, c),) for (p, c), ends in ports(edges, at).items())
-        ),
+        edges=format_html_join("", "{}", ((edge_path(points, p, c),) for (p, c), points in routes.items())),
         nodes=format_html_join("", "{}", ((node_box(node, at[node.key]),) for node in nodes)),
     )
 
@@ -121,16 +121,47 @@ def ports(edges: list[tuple[str, str]], at: dict[str, Point]) -> dict[tuple[str,
     }
 
 
-def edge_path(start: Point, end: Point, parent: str, child: str) -> SafeString:
-    """A curve from ``start`` on the parent's right edge to ``end`` on the child's left edge."""
+def route(start: Point, end: Point, at: dict[str, Point]) -> list[Point]:
+    """The points an arrow passes from ``start`` to ``end``. An arrow that
+    skips layers crosses each one between its boxes, in the gap (or below
+    the layer's last box) nearest to the straight line; drawn straight, it
+    went through the boxes on its way, so a job seemed to have parents it
+    has not."""
     (x1, y1), (x2, y2) = start, end
-    bend = max((x2 - x1) / 2, LAYER_GAP / 2)
+    points = [start]
+    step = NODE_WIDTH + LAYER_GAP
+    layer = round((x1 - NODE_WIDTH - MARGIN) / step)  # the parent's: start is on its right edge
+    last = round((x2 - MARGIN) / step)
+    for between in range(layer + 1, last):
+        left = MARGIN + between * step
+        tops = sorted(y for x, y in at.values() if abs(x - left) < 1)
+        wanted = y1 + (y2 - y1) * (left + NODE_WIDTH / 2 - x1) / (x2 - x1)
+        lanes = [top - ROW_GAP / 2 for top in tops[1:]] + [tops[-1] + NODE_HEIGHT + ROW_GAP / 2]
+        if any(top - ROW_GAP / 2 < wanted < top + NODE_HEIGHT + ROW_GAP / 2 for top in tops):
+            wanted = min(lanes, key=lambda lane: abs(lane - wanted))
+        points += [(left, wanted), (left + NODE_WIDTH, wanted)]
+    return [*points, end]
+
+
+def edge_path(points: list[Point], parent: str, child: str) -> SafeString:
+    """Curves from the parent's right edge to the child's left edge, through
+    ``points``: each leg leaves and arrives level, and the legs across a
+    layer it skips are straight."""
+    (x, y), *rest = points
+    parts = [f"M{x:.1f},{y:.1f}"]
+    for index, (x2, y2) in enumerate(rest):
+        if index % 2:  # across a layer's boxes, in its lane
+            parts.append(f"L{x2:.1f},{y2:.1f}")
+        else:
+            bend = max((x2 - x) / 2, LAYER_GAP / 2)
+            parts.append(f"C{x + bend:.1f},{y:.1f} {x2 - bend:.1f},{y2:.1f} {x2:.1f},{y2:.1f}")
+        x, y = x2, y2
     return format_html(
-        '<path class="dbqueue-dag-edge" data-from="{}" data-to="{}" '
-        'd="M{},{} C{},{} {},{} {},{}" marker-end="url(#dbqueue-arrow)"/>',
+        '<path class="dbqueue-dag-edge" data-from="{}" data-to="{}" d="{}" '
+        'marker-end="url(#dbqueue-arrow)"/>',
         parent,
         child,
-        *(f"{n:.1f}" for n in (x1, y1, x1 + bend, y1, x2 - bend, y2, x2, y2)),
+        " ".join(parts),
     )
 
 

@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass
 from datetime import datetime
 from datetime import timezone as dt_timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -21,12 +20,8 @@ from django.utils.translation import ngettext
 
 from ..clock import as_stored
 from ..jsonfield import Undecodable
-from ..status import Status
 
 UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
-
-if TYPE_CHECKING:
-    from ..models import Job
 
 
 def printable(text: str) -> str:
@@ -122,14 +117,6 @@ def worker_counts(value: Any) -> SafeString:
     ) or format_html("{}", "-")
 
 
-def first_kept_error(job: Job) -> int:
-    """The attempt number of the first error a job still keeps: only the
-    latest attempts' errors are kept (payload.MAX_ERRORS)."""
-    errors = job.errors if isinstance(job.errors, list) else []
-    failed = job.attempts - (job.status in (Status.SUCCESSFUL, Status.RUNNING))
-    return max(1, failed - len(errors) + 1)
-
-
 def history_html(history: Any) -> SafeString:
     """The summaries of a requeued job's earlier runs, newest last."""
     if not history:
@@ -145,7 +132,7 @@ def history_html(history: Any) -> SafeString:
 def _run_summary(run: Any) -> str:
     if not isinstance(run, dict):
         return json.dumps(run, default=repr)
-    times = [_parse_time(run.get(key)) for key in ("started_at", "finished_at", "requeued_at")]
+    times = [parse_time(run.get(key)) for key in ("started_at", "finished_at", "requeued_at")]
     started, finished, requeued = (timestamp(t) if t else "-" for t in times)
     error = run.get("last_error") if isinstance(run.get("last_error"), dict) else {}
     last = f"; last error {error.get('exception_class_path')}" if error else ""
@@ -157,85 +144,7 @@ def _run_summary(run: Any) -> str:
     )
 
 
-def errors_html(errors: Any, first: int = 1) -> SafeString:
-    if not errors:
-        return format_html("<p>{}</p>", "No errors.")
-    if not isinstance(errors, list):  # hand-written rows may hold anything
-        return pretty_json(errors)
-    return format_html_join(
-        "",
-        '<div class="dbqueue-error"><p><strong>{}</strong> <span class="quiet">{}{}</span></p>'
-        '<pre class="dbqueue-traceback">{}</pre></div>',
-        (_error_parts(number, error) for number, error in enumerate(errors, start=first)),
-    )
-
-
-def _error_parts(number: int, error: Any) -> tuple[str, str, str, str]:
-    if not isinstance(error, dict):
-        return (f"{number}. (unreadable error)", "", "", json.dumps(error, default=repr))
-    worker = f" on {error['worker']}" if error.get("worker") else ""
-    at = _parse_time(error.get("at"))
-    name, when, on, trace = (
-        printable(part)
-        for part in (
-            f"{number}. {error.get('exception_class_path', '(unknown exception)')}",
-            timestamp(at) if at else str(error.get("at", "")),
-            worker,
-            str(error.get("traceback", "")),
-        )
-    )
-    return name, when, on, trace
-
-
-@dataclass(frozen=True)
-class Event:
-    at: datetime
-    what: str
-    # Its place in the job's life: (attempt, step). Times alone cannot order
-    # the events, since the worker stamps an error by its own estimate of the
-    # database's clock and the database stamps the rest.
-    order: tuple[float, int] = (0, 0)
-
-
-START, DUE, FAILED = 0, -1, 1
-
-
-def timeline(job: Job) -> list[Event]:
-    """Enqueued, each attempt as far as the row records it, and the end.
-
-    A batch claim writes nothing per job until the outcome, so a job keeps its
-    first start, its last attempt and one error per failed attempt; the
-    timeline shows exactly those."""
-    events = [Event(job.enqueued_at, "Enqueued")]
-    if job.started_at:
-        events.append(Event(job.started_at, "Started (first attempt)", (1, START)))
-    errors = job.errors if isinstance(job.errors, list) else []
-    for number, error in enumerate(errors, start=first_kept_error(job)):
-        at = _parse_time(error.get("at")) if isinstance(error, dict) else None
-        if at:
-            name = str(error.get("exception_class_path", "an error")).rsplit(".", 1)[-1]
-            events.append(Event(at, f"Attempt {number} failed with {name}", (number, FAILED)))
-    if job.last_attempted_at and job.last_attempted_at != job.started_at:
-        events.append(Event(job.last_attempted_at, f"Attempt {job.attempts} started", (job.attempts, START)))
-    if job.status == Status.READY and job.run_after and job.run_after > job.enqueued_at:
-        events.append(Event(job.run_after, "Due", (job.attempts + 1, DUE)))
-    if job.finished_at:
-        events.append(Event(job.finished_at, f"Finished: {job.status}", (float("inf"), 0)))
-    return sorted(events, key=lambda event: (event.order, event.at))
-
-
-def timeline_html(job: Job) -> SafeString:
-    return format_html(
-        '<ol class="dbqueue-timeline">{}</ol>',
-        format_html_join(
-            "",
-            '<li><time datetime="{}">{}</time> {}</li>',
-            ((e.at.isoformat(), timestamp(e.at), printable(e.what)) for e in timeline(job)),
-        ),
-    )
-
-
-def _parse_time(value: Any) -> datetime | None:
+def parse_time(value: Any) -> datetime | None:
     try:
         parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
     except ValueError:

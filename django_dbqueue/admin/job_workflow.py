@@ -13,6 +13,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from ..models import Job, Status
+from ..routing import stored_id
 from ..workflows.models import Dependency
 from . import display as show
 from .workflow import batch_url, dependants_of, job_picture, parents_of, related_html
@@ -57,10 +58,9 @@ class BatchFilter(admin.SimpleListFilter):
         value = self.value()
         if value is None:
             return None
-        # Anything but a number finds no job, rather than an error page.
-        return (
-            queryset.filter(batch_id=int(value)) if value.isascii() and value.isdigit() else queryset.none()
-        )
+        # Anything but a batch's possible id finds no job, rather than an error page.
+        batch_id = stored_id(value)
+        return queryset.none() if batch_id is None else queryset.filter(batch_id=batch_id)
 
 
 def workflow_fields(job: Job) -> tuple[str, ...]:

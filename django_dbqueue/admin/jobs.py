@@ -17,6 +17,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from ..models import Job
 from . import display as show
+from . import timeline as story
 from .actions import JobActions
 from .dashboard import dashboard_view
 from .database import check_one_database, queue_database
@@ -35,6 +36,7 @@ LIST_COLUMNS = (
     "priority",
     "attempts",
     "max_attempts",
+    "suspect",  # which attempt a running job is in (timeline.running_attempt)
     "run_after",
     "owner",
     "enqueued_at",
@@ -139,12 +141,12 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
         return format_html(
             '{} <span class="dbqueue-attempts" title="attempts">{}</span>',
             show.status_badge(job.status),
-            self.attempts_of_max(job),
+            story.attempts_text(job, short=True),
         )
 
     @admin.display(description="attempts")
     def attempts_of_max(self, job: Job) -> str:
-        return f"{job.attempts} / {job.max_attempts}"
+        return story.attempts_text(job)
 
     @admin.display(description="run after")
     def due(self, job: Job) -> SafeString | str:
@@ -168,7 +170,7 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
 
     @admin.display(description="timeline")
     def timeline(self, job: Job) -> SafeString:
-        return show.timeline_html(job)
+        return story.timeline_html(job)
 
     @admin.display(description="args")
     def arguments(self, job: Job) -> SafeString:
@@ -206,7 +208,7 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
 
     @admin.display(description="errors")
     def error_list(self, job: Job) -> SafeString:
-        return show.errors_html(job.errors, first=show.first_kept_error(job))
+        return story.errors_html(job)
 
     @admin.display(description="runs before the last requeue")
     def earlier_runs(self, job: Job) -> SafeString:

@@ -27,7 +27,7 @@ from django.utils.text import capfirst
 from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_POST
 
-from ..moderation import DEFAULT_REVIEW_LEASE, ClaimQuerySetMixin
+from ..transitions.review import DEFAULT_REVIEW_LEASE, ClaimQuerySetMixin
 from .claims import ClaimListFilter, held_by_others
 
 MAX_CLAIM = 100

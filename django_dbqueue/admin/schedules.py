@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.core.exceptions import ImproperlyConfigured, PermissionDenied
@@ -22,15 +22,17 @@ from django.urls import NoReverseMatch, URLPattern, path, reverse
 from django.utils.text import capfirst
 from django.views.decorators.http import require_POST
 
-from ..backend import DatabaseBackend
 from ..clock import read_database_now, read_utc
 from ..models import Schedule as StoredSchedule
 from ..models import ScheduledRun
-from ..operations.schedule_runs import enqueue_run
-from ..operations.schedules import Schedule
+from ..schedules.runs import enqueue_run
+from ..schedules.spec import Schedule
 from ..tasks_api import InvalidTask
 from .database import queue_backends, queue_database
 from .readonly import ReadOnlyAdminMixin
+
+if TYPE_CHECKING:
+    from ..backend import DatabaseBackend
 
 RUN_NOW = "django_dbqueue.run_schedule_now"
 

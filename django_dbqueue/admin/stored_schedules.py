@@ -8,6 +8,7 @@ read-only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +22,7 @@ from ..clock import DbNow, as_aware
 from ..models import Schedule, ScheduledRun
 from . import display as show
 from .database import queue_database
+from .schedule_form import Suggesting, task_paths, time_zones
 
 
 @admin.register(Schedule)
@@ -37,6 +39,15 @@ class StoredScheduleAdmin(admin.ModelAdmin):
 
     class Media:
         css = {"all": ("django_dbqueue/admin.css",)}
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        # The task and the time zone are text (a task may live in any allowed
+        # module), with the known ones offered to pick from.
+        suggestions: dict[str, Callable[[], list[str]]] = {"task": task_paths, "timezone": time_zones}
+        suggested = suggestions.get(db_field.name)
+        if suggested is not None:
+            kwargs["widget"] = Suggesting(suggested)
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
         # The last run: one dive into ScheduledRun's (schedule, manual, scheduled_at) index per row.

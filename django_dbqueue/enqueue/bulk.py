@@ -10,6 +10,7 @@ INSERT and one commit per job.
 from __future__ import annotations
 
 import functools
+import secrets
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,9 +18,15 @@ from django.db import connections, transaction
 from django.db.models.base import ModelState
 
 from ..db import retry_on_conflict
-from ..payload import encode_arguments
+from ..payload import encode_arguments, exact_integers
 from ..tasks_api import Task, TaskResult, task_enqueued
-from .inserting import insert_job, insert_rows, insert_rows_statement, rows_per_statement
+from ..transitions.inserts import (
+    insert_job,
+    insert_rows,
+    insert_rows_statement,
+    insert_tokened_rows,
+    rows_per_statement,
+)
 from .keys import call_keys, is_keyed
 from .validation import check_arguments
 
@@ -43,6 +50,7 @@ def build_jobs(backend: DatabaseBackend, task: Task, calls: Iterable[Call]) -> l
     limit, jobs = backend.config.MAX_ARGUMENTS_BYTES, []
     rate_limits = backend.config.RATE_LIMITS
     keyed = is_keyed(task, rate_limits)
+    integers = exact_integers(connections[backend.database])
     for args, kwargs in calls:
         job = type(template).__new__(type(template))
         job.__dict__.update(template.__dict__)
@@ -50,7 +58,7 @@ def build_jobs(backend: DatabaseBackend, task: Task, calls: Iterable[Call]) -> l
         # template's took 8 µs a job, a tenth of a bulk's Python).
         job._state = ModelState()
         job._state.db = template._state.db
-        job.args, job.kwargs = encode_arguments(args, kwargs, limit)
+        job.args, job.kwargs = encode_arguments(args, kwargs, limit, integers)
         check_arguments(task, job.args, job.kwargs)
         if keyed:
             job.__dict__.update(call_keys(task, args, kwargs, rate_limits))
@@ -80,24 +88,38 @@ def insert_jobs(backend: DatabaseBackend, task: Task, jobs: list[Job], batch_siz
     shape = plan.row(jobs[0], connection, arguments=True)[0]
     columns, marks = plan.written(shape)
     returning = connection.features.can_return_rows_from_bulk_insert
-    size = rows_per_statement(connection, batch_size, columns) if returning else batch_size
+    # MySQL has no INSERT ... RETURNING: its chunks read their ids back by
+    # a token each (inserting.insert_tokened_rows()).
+    tokened = not returning and connection.vendor == "mysql"
+    multi_row = returning or tokened
+    size = rows_per_statement(connection, batch_size, columns) if multi_row else batch_size
     for start in range(0, len(jobs), size):
         chunk = jobs[start : start + size]
-        rows = [plan.row(job, connection, arguments=True) for job in chunk] if returning else []
-        if not returning or any(row[0] != shape for row in rows):
-            # MySQL has no INSERT ... RETURNING: one planned INSERT per row,
-            # still one commit per chunk.
+        rows = [plan.row(job, connection, arguments=True) for job in chunk] if multi_row else []
+        if not multi_row or any(row[0] != shape for row in rows):
+            # One planned INSERT per row, still one commit per chunk.
             statements = [plan.statement(job, connection) for job in chunk]
             retry_on_conflict(functools.partial(_one_by_one, chunk, statements, db), db)
             continue
         params = [value for _, row in rows for value in row]
-        sql = insert_rows_statement(connection, columns, marks, len(chunk))
-        retry_on_conflict(functools.partial(_in_one, chunk, sql, params, db), db)
+        if tokened:
+            # Random, so that no two processes (forked ones included) share one.
+            token = secrets.randbits(63)
+            sql = insert_rows_statement(
+                connection, (*columns, "bulk_token"), (*marks, str(token)), len(chunk), returning=False
+            )
+            retry_on_conflict(functools.partial(_in_one, chunk, sql, params, db, token), db)
+        else:
+            sql = insert_rows_statement(connection, columns, marks, len(chunk))
+            retry_on_conflict(functools.partial(_in_one, chunk, sql, params, db), db)
 
 
-def _in_one(jobs: list[Job], sql: str, params: list[Any], db: str) -> None:
+def _in_one(jobs: list[Job], sql: str, params: list[Any], db: str, token: int | None = None) -> None:
     with transaction.atomic(using=db):
-        insert_rows(jobs, sql, params, db)
+        if token is None:
+            insert_rows(jobs, sql, params, db)
+        else:
+            insert_tokened_rows(jobs, sql, params, token, db)
 
 
 def _one_by_one(jobs: list[Job], statements: list[tuple[str, list[Any]]], db: str) -> None:

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from ..tasks_api import DEFAULT_TASK_BACKEND_ALIAS, Task, task_backends
+from ..tasks_api import DEFAULT_TASK_BACKEND_ALIAS, InvalidTaskBackend, Task, task_backends
 
 DEFAULT_PRIORITY = 0
 DEFAULT_QUEUE = "default"
@@ -66,11 +66,28 @@ def task(
     return wrapper
 
 
+def no_default_message(aliases: list[str]) -> str:
+    """What a TASKS without a "default" alias does to a task that names no backend."""
+    return (
+        f"TASKS has no 'default' alias (it has {', '.join(map(repr, aliases))}): a task that names no "
+        "backend uses 'default', so defining one raises InvalidTaskBackend."
+    )
+
+
 def _task_class(backend: str, options: dict[str, Any]) -> type[Task]:
     from .tasks import DatabaseTask
     from .validation import validate_options
 
-    task_class: type[Task] = task_backends[backend].task_class
+    try:
+        task_class: type[Task] = task_backends[backend].task_class
+    except InvalidTaskBackend:
+        if backend != DEFAULT_TASK_BACKEND_ALIAS or not task_backends.settings:
+            raise
+        # Django says only "The connection 'default' doesn't exist."
+        raise InvalidTaskBackend(
+            f"{no_default_message(list(task_backends.settings))} Give the task backend=..., or name "
+            "one of TASKS 'default' (manage.py check: django_dbqueue.W007)."
+        ) from None
     if issubclass(task_class, DatabaseTask):
         chosen: type[Task] = task_class
     elif issubclass(DatabaseTask, task_class):

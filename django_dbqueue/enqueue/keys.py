@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..limits import COLUMN_MAX
 from ..rates import QUEUE_PREFIX, TASK_PREFIX, parse_rate
+from ..shown import shown
 from ..tasks_api import InvalidTask, Task
 
 KEY_MAX = 255  # the max_length of Job.unique_key and concurrency_key
@@ -31,7 +33,7 @@ def check_key_option(name: str, value: Any) -> None:
     if not isinstance(value, str) or not value or len(value) > most:
         raise InvalidTask(
             f"{name} must be a non-empty string of at most {most} characters, or a function "
-            f"of the call's arguments that returns one, not {value!r}."
+            f"of the call's arguments that returns one, not {shown(value)}."
         )
 
 
@@ -40,12 +42,17 @@ def check_key_options(task: Any) -> None:
         check_key_option(name, getattr(task, name, None))
     on_duplicate = getattr(task, "on_duplicate", "return")
     if on_duplicate not in ON_DUPLICATE:
-        raise InvalidTask(f"on_duplicate must be 'return' or 'raise', not {on_duplicate!r}.")
+        raise InvalidTask(f"on_duplicate must be 'return' or 'raise', not {shown(on_duplicate)}.")
     key, limit = getattr(task, "concurrency_key", None), getattr(task, "concurrency_limit", None)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise InvalidTask(
-            f"concurrency_limit must be a whole number of at least 1, not {limit!r}: a limit of 0 "
+            f"concurrency_limit must be a whole number of at least 1, not {shown(limit)}: a limit of 0 "
             "would keep the task's jobs waiting for ever."
+        )
+    if limit is not None and limit > COLUMN_MAX:
+        raise InvalidTask(
+            f"concurrency_limit must be at most {COLUMN_MAX:,} (what its column holds on every "
+            f"database), not {shown(limit)}."
         )
     if (key is None) != (limit is None):
         raise InvalidTask("concurrency_key and concurrency_limit go together: give both or neither.")
@@ -100,7 +107,7 @@ def resolve_key(
     most = KEY_MAXES.get(name, KEY_MAX)
     if not isinstance(key, str) or not key or len(key) > most:
         raise InvalidTask(
-            f"The {name} function returned {key!r}; it must return a non-empty string of at most "
+            f"The {name} function returned {shown(key)}; it must return a non-empty string of at most "
             f"{most} characters."
         )
     return key

@@ -3,7 +3,7 @@ keeps a row written by hand from importing or running anything else."""
 
 from __future__ import annotations
 
-from django.utils.module_loading import import_string
+from importlib import import_module
 
 from ..options import QueueOptions
 from ..tasks_api import Task, task_backends
@@ -24,9 +24,17 @@ def load_task(task_path: str, allowed: tuple[str, ...] | None = None) -> Task:
             "ALLOWED_TASK_MODULES, so it is not imported or run."
         )
     try:
-        task = import_string(task_path)
+        found = import_module(module)
     except ImportError as exc:
         raise LookupError(f"The task path {task_path!r} does not import: {exc}.") from exc
+    name = task_path.rpartition(".")[2]
+    try:
+        task = getattr(found, name)
+    except AttributeError:
+        raise TaskMissing(
+            f'The task path {task_path!r} does not import: Module "{module}" does not define a "{name}" '
+            "attribute/class."
+        ) from None
     if not isinstance(task, Task):
         raise LookupError(
             f"The task path {task_path!r} names a {type(task).__name__}, not a "
@@ -39,6 +47,11 @@ def load_task(task_path: str, allowed: tuple[str, ...] | None = None) -> Task:
             "outside every installed app and OPTIONS ALLOWED_TASK_MODULES."
         )
     return task
+
+
+class TaskMissing(LookupError):
+    """The task path's module imports but does not define the name: on a
+    worker, its code may predate the task (a rolling deploy)."""
 
 
 def _default_allowed() -> tuple[str, ...]:

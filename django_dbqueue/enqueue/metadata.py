@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..exceptions import InvalidTaskArguments
-from ..payload import encoded_size, plain
+from ..payload import Integers, encoded_size, plain
 from ..tasks_api import InvalidTask
 
 # UTF-8 bytes of compact JSON, as MAX_ARGUMENTS_BYTES counts: metadata
@@ -25,15 +25,16 @@ MAX_METADATA_BYTES = 8192
 TRACE_KEY = "trace_context"
 
 
-def check_metadata(value: Any) -> dict[str, Any] | None:
+def check_metadata(value: Any, integers: Integers = None) -> dict[str, Any] | None:
     """``value`` as stored (a plain copy), or :class:`InvalidTask` saying why
-    it cannot be: not a dict, not JSON, or over MAX_METADATA_BYTES."""
+    it cannot be: not a dict, not JSON (or an integer the database would
+    round: ``integers``, see exact_integers()), or over MAX_METADATA_BYTES."""
     if value is None:
         return None
     if not isinstance(value, Mapping):
         raise InvalidTask(f"metadata must be a dict (a JSON object), not {type(value).__name__}.")
     try:
-        stored = plain(dict(value), "metadata")
+        stored = plain(dict(value), "metadata", integers)
         size = encoded_size(stored, "metadata")
     except InvalidTaskArguments as exc:
         raise InvalidTask(str(exc)) from None

@@ -28,11 +28,11 @@ from django.db.models.base import ModelState
 from django.db.models.signals import post_init, pre_init
 
 from ..clock import as_stored
-from ..payload import encode_arguments
+from ..payload import encode_arguments, exact_integers
 from ..tasks_api import TaskResultStatus
 from ..tracing import trace_context
+from ..transitions.inserts import column_field, insert_job, insert_statement
 from ..workflows.context import batch_fields
-from .inserting import column_field, insert_job, insert_statement
 from .keys import call_keys, is_keyed
 from .metadata import TRACE_KEY, check_metadata
 from .results import JobResult, new_result
@@ -63,6 +63,7 @@ class Plan:
         "database",
         "empty",
         "empty_marks",
+        "integers",
         "keyed",
         "limit",
         "marks",
@@ -79,9 +80,11 @@ class Plan:
         Job = backend.job_model()
         self.task, self.model, self.database = task, Job, backend.database
         self.limit = backend.config.MAX_ARGUMENTS_BYTES
+        # The integers the database keeps exactly: MySQL's JSON rounds wider ones.
+        self.integers = exact_integers(connections[self.database])
         self.rate_limits = backend.config.RATE_LIMITS
         self.keyed = is_keyed(task, self.rate_limits)
-        self.metadata = check_metadata(getattr(task, "metadata", None)) or {}
+        self.metadata = check_metadata(getattr(task, "metadata", None), self.integers) or {}
         # An aware run_after with USE_TZ = False: the local time it names.
         self.run_after = as_stored(task.run_after) if task.run_after else None
         # Whether to_result() gives a new job's result the task itself,
@@ -122,7 +125,7 @@ class Plan:
         its unique, concurrency, rate and fairness keys unless ``keys`` is false."""
         # Key functions get the call's own arguments, as the task function would.
         call = call_keys(self.task, args, kwargs, self.rate_limits) if keys and self.keyed else {}
-        args, kwargs = encode_arguments(args, kwargs, self.limit)
+        args, kwargs = encode_arguments(args, kwargs, self.limit, self.integers)
         fields = {
             **self.template,
             "args": args,
@@ -237,10 +240,10 @@ class Plan:
         a cancel request (tests/test_enqueue_plan.py compares the two)."""
         # to_result() reads a run_after equal to enqueued_at as none at all.
         if not self.as_is or (self.run_after is not None and self.run_after == job.enqueued_at):
-            return backend.to_result(job, self.task)
+            return backend.results.to_result(job, self.task)
         result = new_result(
             task=self.task,
-            id=backend.result_id(job.pk),
+            id=backend.results.result_id(job.pk),
             status=TaskResultStatus.READY,
             enqueued_at=job.enqueued_at,
             started_at=None,

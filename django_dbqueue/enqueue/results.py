@@ -1,6 +1,7 @@
-"""The django.tasks view of a job row: ``get_result()`` and ``to_result()``,
-which :class:`~django_dbqueue.backend.DatabaseBackend` takes from
-:class:`ResultView`; the errors as a row stores them; and :class:`JobResult`,
+"""The django.tasks view of a job row: :class:`ResultView`, which every
+:class:`~django_dbqueue.backend.DatabaseBackend` holds as its ``results``
+and its ``get_result()`` and ``to_result()`` call; the errors as a row
+stores them; and :class:`JobResult`,
 Django's TaskResult with what a running job reports (progress, a cancel
 request)."""
 
@@ -9,12 +10,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import JobCancelled, TaskResultNotLoadable
-from ..options import QueueOptions
 from ..payload import as_list
-from ..routing import home_backend, result_prefix, split_result_id
+from ..routing import home_backend, is_queue_backend, result_prefix, split_result_id
 from ..status import Status
 from ..tasks_api import (
     InvalidTaskBackend,
@@ -28,6 +28,9 @@ from ..tasks_api import (
 )
 from .loading import load_task
 from .validation import task_module_allowed
+
+if TYPE_CHECKING:
+    from ..backend import DatabaseBackend
 
 JOB_CANCELLED = f"{JobCancelled.__module__}.{JobCancelled.__qualname__}"
 CANCELLED_TRACEBACK = (
@@ -71,7 +74,7 @@ RUNNING_FIELDS = {"progress": None, "progress_message": "", "progress_at": None,
 # init=False: TaskResult's own __init__, and each of these fields a class
 # attribute until a row sets it. A job that reports nothing, as most do,
 # costs nothing more than a TaskResult (the worker makes two per job).
-@dataclass(frozen=True, kw_only=True, init=False)
+@dataclass(frozen=True, kw_only=True, init=False, repr=False)
 class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time; the stubs say otherwise
     """Django's TaskResult, with what a running job reports: ``progress``
     (0.0 to 1.0, None until the task reports one), ``progress_message``,
@@ -85,6 +88,12 @@ class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time; the st
     progress_message: str = ""
     progress_at: datetime | None = None
     cancel_requested_at: datetime | None = None
+
+    def __repr__(self) -> str:
+        # The dataclass's repr spells out the task, its arguments, errors and
+        # return value: a screenful for one job in the shell.
+        progress = "" if self.progress is None else f" progress={self.progress:.0%}"
+        return f"<JobResult {self.id} {self.task.module_path} {self.status}{progress}>"
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -110,19 +119,14 @@ class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time; the st
 
 
 class ResultView:
-    """The row-as-``TaskResult`` half of DatabaseBackend."""
+    """One backend's job rows as ``TaskResult`` objects: held by the backend
+    (its ``results``), not inherited, so that the backend class is the
+    django.tasks contract and this the reading of rows."""
 
-    alias: str
-    config: QueueOptions
-    # What result ids start with (routing.result_prefix); None until the first one.
-    _result_prefix: str | None = None
-
-    @property
-    def database(self) -> str:
-        raise NotImplementedError
-
-    def job_model(self) -> Any:
-        raise NotImplementedError
+    def __init__(self, backend: DatabaseBackend) -> None:
+        self.backend = backend
+        # What result ids start with (routing.result_prefix); None until the first one.
+        self._result_prefix: str | None = None
 
     def get_result(self, result_id: str) -> JobResult:
         """The job of ``result_id``, whichever backend made it: a bare id
@@ -131,11 +135,11 @@ class ResultView:
         alias, pk = split_result_id(result_id)
         if alias is None and self.result_id(""):  # a prefix: this backend is not on the home database
             return home_backend().get_result(result_id)
-        if alias is not None and alias != self.alias:
+        if alias is not None and alias != self.backend.alias:
             return self._backend_of(alias, result_id).get_result(result_id)
-        Job = self.job_model()
+        Job = self.backend.job_model()
         try:
-            job = Job.objects.using(self.database).get(pk=int(pk))
+            job = Job.objects.using(self.backend.database).get(pk=int(pk))
         except (ValueError, TypeError, Job.DoesNotExist):
             raise TaskResultDoesNotExist(f"No job with id {result_id!r}.") from None
         try:
@@ -146,12 +150,12 @@ class ResultView:
             ) from exc
         return self.to_result(job, task)
 
-    def _backend_of(self, alias: str, result_id: str) -> ResultView:
+    def _backend_of(self, alias: str, result_id: str) -> DatabaseBackend:
         try:
             backend = task_backends[alias]
         except InvalidTaskBackend:
             backend = None
-        if not isinstance(backend, ResultView):
+        if not is_queue_backend(backend):
             raise TaskResultDoesNotExist(
                 f"No job with id {result_id!r}: its id names the task backend {alias!r}, which is not "
                 "a django_dbqueue backend in settings.TASKS."
@@ -161,7 +165,7 @@ class ResultView:
     def result_id(self, pk: object) -> str:
         """The result id of this backend's job ``pk``."""
         if self._result_prefix is None:
-            self._result_prefix = result_prefix(self.alias, self.database)
+            self._result_prefix = result_prefix(self.backend.alias, self.backend.database)
         return f"{self._result_prefix}{pk}"
 
     def to_result(self, job: Any, task: Task | None = None) -> JobResult:
@@ -174,7 +178,7 @@ class ResultView:
             StoredTaskError(
                 exception_class_path=str(error.get("exception_class_path", "")),
                 traceback=str(error.get("traceback", "")),
-                allowed_modules=self.config.ALLOWED_TASK_MODULES,
+                allowed_modules=self.backend.config.ALLOWED_TASK_MODULES,
             )
             for error in as_list(job.errors)
             if isinstance(error, dict)
@@ -201,7 +205,7 @@ class ResultView:
             last_attempted_at=job.last_attempted_at,
             args=job.args if isinstance(job.args, list) else [],
             kwargs=job.kwargs if isinstance(job.kwargs, dict) else {},
-            backend=self.alias,
+            backend=self.backend.alias,
             errors=errors,
             worker_ids=[str(worker) for worker in as_list(job.worker_ids)],
             _return_value=job.return_value,
@@ -245,14 +249,14 @@ class ResultView:
             task.priority == job.priority
             and task.queue_name == job.queue_name
             and task.run_after == run_after
-            and task.backend == self.alias
+            and task.backend == self.backend.alias
         ):
             return task  # enqueue()'s own task: nothing to rebuild
         stored = {
             "priority": job.priority,
             "queue_name": job.queue_name,
             "run_after": run_after,
-            "backend": self.alias,
+            "backend": self.backend.alias,
         }
         # Not task.using(): that validates the task again, and a row may hold
         # what validation refuses (a queue since removed from QUEUES, a row

@@ -51,7 +51,8 @@ class DatabaseTask(Task):
         ``concurrency_key`` or a ``rate_limit``.
     ``rate_limit``, ``rate_key``
         At most N jobs claimed in any window of the period (``"100/m"``;
-        also ``"N/s"``, ``"N/h"``, ``"N/d"``, ``"N/5m"``), across every
+        also ``"N/s"``, ``"N/h"``, ``"N/d"``, ``"N/5m"``; a period of at
+        most 366 days), across every
         worker, per ``rate_key`` (a string or a function of the arguments;
         default: the task as a whole). The others wait READY without
         spending an attempt. Not with a ``concurrency_key``.
@@ -82,7 +83,9 @@ class DatabaseTask(Task):
     pass_result: bool = False
 
     def using(self, **changes: Any) -> Task:
-        ours = {name: changes.pop(name) for name in OWN_USING if changes.get(name) is not None}
+        # None keeps the task's own value (docs/tasks.md), as Django's using() does for its own.
+        given = {name: changes.pop(name) for name in OWN_USING if name in changes}
+        ours = {name: value for name, value in given.items() if value is not None}
         if "depends_on" in ours:
             from ..workflows.dependencies import parent_ids
 

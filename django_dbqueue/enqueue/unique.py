@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from django.db import IntegrityError, connections, transaction
 
 from ..exceptions import JobAlreadyQueued
-from .inserting import insert_job
+from ..transitions.inserts import insert_job
 
 if TYPE_CHECKING:
     from ..models import Job

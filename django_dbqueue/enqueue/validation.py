@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from datetime import timezone as dt_timezone
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction
 from django.apps import apps
+from django.utils.timezone import is_aware
 
 from ..exceptions import InvalidTaskArguments
+from ..limits import COLUMN_MAX, EARLIEST, LATEST, MAX_SECONDS, MIN_SECONDS
+from ..shown import shown
 from ..tasks_api import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY, InvalidTask
 
 QUEUE_NAME_MAX = 64  # Job.queue_name's max_length
@@ -24,7 +27,7 @@ def validate_fields(task: Any, queues: set[str]) -> None:
     name = task.queue_name
     if not isinstance(name, str) or not name or len(name) > QUEUE_NAME_MAX:
         raise InvalidTask(
-            f"The queue name {name!r} is not valid: it must be a non-empty string of at most "
+            f"The queue name {shown(name)} is not valid: it must be a non-empty string of at most "
             f"{QUEUE_NAME_MAX} characters."
         )
     if queues and name not in queues:
@@ -35,10 +38,10 @@ def validate_fields(task: Any, queues: set[str]) -> None:
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise InvalidTask(
             f"priority must be a whole number between {TASK_MIN_PRIORITY} and {TASK_MAX_PRIORITY}, "
-            f"not {priority!r}."
+            f"not {shown(priority)}."
         )
-    if task.run_after is not None and not isinstance(task.run_after, datetime):
-        raise InvalidTask(f"run_after must be a datetime, not {task.run_after!r}.")
+    if task.run_after is not None:
+        check_run_after(task.run_after)
     validate_options({name: getattr(task, name, None) for name in ("max_attempts", "timeout", "metadata")})
     atomic = getattr(task, "atomic", False)
     validate_options({"atomic": atomic})
@@ -54,21 +57,45 @@ def validate_options(options: Mapping[str, Any]) -> None:
     when the backend is one of Django's test backends)."""
     max_attempts = options.get("max_attempts")
     if max_attempts is not None and (
-        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+        isinstance(max_attempts, bool)
+        or not isinstance(max_attempts, int)
+        or not 1 <= max_attempts <= COLUMN_MAX
     ):
-        raise InvalidTask(f"max_attempts must be a whole number of at least 1, not {max_attempts!r}.")
+        raise InvalidTask(
+            f"max_attempts must be a whole number from 1 to {COLUMN_MAX:,}, not {shown(max_attempts)}."
+        )
     if options.get("metadata") is not None:
         from .metadata import check_metadata
 
         check_metadata(options["metadata"])
     atomic = options.get("atomic", False)
     if not isinstance(atomic, bool):
-        raise InvalidTask(f"atomic must be True or False, not {atomic!r}.")
+        raise InvalidTask(f"atomic must be True or False, not {shown(atomic)}.")
     timeout = options.get("timeout")
     if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not MIN_SECONDS <= timeout <= MAX_SECONDS
     ):
-        raise InvalidTask(f"timeout must be a positive number of seconds or None, not {timeout!r}.")
+        raise InvalidTask(
+            f"timeout must be a number of seconds from {MIN_SECONDS:g} to {MAX_SECONDS:,} (366 days), "
+            f"or None, not {shown(timeout)}."
+        )
+
+
+def check_run_after(moment: Any) -> None:
+    """A run_after a datetime within EARLIEST and LATEST (in UTC if aware)."""
+    if not isinstance(moment, datetime):
+        raise InvalidTask(f"run_after must be a datetime, not {shown(moment)}.")
+    try:
+        utc = moment.astimezone(dt_timezone.utc).replace(tzinfo=None) if is_aware(moment) else moment
+    except OverflowError:  # an offset that takes it past the year 1 or 9999
+        utc = None
+    if utc is None or not EARLIEST <= utc <= LATEST:
+        raise InvalidTask(
+            f"run_after must be between {EARLIEST.date()} and {LATEST.date()} (UTC), a day inside "
+            f"the years every database holds, not {moment.isoformat()}."
+        )
 
 
 def task_module_allowed(module: str, allowed: tuple[str, ...]) -> bool:

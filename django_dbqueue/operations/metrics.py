@@ -9,7 +9,7 @@ one label (``labelled``).
 
 :func:`metrics_view` serves it from a Django URL; ``runqueue
 --metrics-port N`` serves it beside what that runqueue's own processes did
-(worker/metrics.py).
+(worker/supervisor/runqueue_metrics.py).
 """
 
 from __future__ import annotations
@@ -102,12 +102,12 @@ def known_queues(backend: DatabaseBackend) -> set[str]:
     """The queues that get their own series: those in the QUEUES of every
     DatabaseBackend kept in this backend's database (a site may run one
     backend per queue group)."""
-    from ..backend import DatabaseBackend
+    from ..routing import is_queue_backend
     from ..tasks_api import task_backends
 
     known = set(backend.queues)
     for other in task_backends.all():
-        if isinstance(other, DatabaseBackend) and other.database == backend.database:
+        if is_queue_backend(other) and other.database == backend.database:
             known.update(other.queues)
     return known
 
@@ -135,7 +135,7 @@ def labelled(queues: list[QueueFigures], known: set[str]) -> list[QueueFigures]:
 
 def registry(backend: DatabaseBackend) -> Any:
     """A registry of the queue's collector; runqueue's endpoint adds its
-    own (worker/metrics.py)."""
+    own (worker/supervisor/runqueue_metrics.py)."""
     reg = client().CollectorRegistry(auto_describe=False)
     reg.register(QueueCollector(backend))
     return reg

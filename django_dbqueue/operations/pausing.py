@@ -48,7 +48,7 @@ def settle_seconds(backend: DatabaseBackend) -> float:
     the queue out: the longest a worker keeps the paused set it read (the
     largest POLL_INTERVAL_MAX of the backends on that database), and a
     little for the clocks of the database and the hosts."""
-    from ..backend import DatabaseBackend
+    from ..routing import is_queue_backend
     from ..tasks_api import InvalidTaskBackend, task_backends
 
     ttl = backend.config.POLL_INTERVAL_MAX
@@ -57,7 +57,7 @@ def settle_seconds(backend: DatabaseBackend) -> float:
             other = task_backends[alias]
         except InvalidTaskBackend:
             continue  # reported by its own checks; it runs no worker
-        if isinstance(other, DatabaseBackend) and other.database == backend.database:
+        if is_queue_backend(other) and other.database == backend.database:
             ttl = max(ttl, other.config.POLL_INTERVAL_MAX)
     return ttl + SETTLE_MARGIN
 

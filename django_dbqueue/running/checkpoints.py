@@ -14,15 +14,39 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections
+from django.db import DatabaseError, connections
 
+from ..db import brief, drop_connection, is_outage
+from ..exceptions import CheckpointNotStorable, InvalidTaskArguments
 from ..jsonfield import Undecodable
+from ..payload import Integers, encoded_size, exact_integers, plain
 
 if TYPE_CHECKING:
     from .control import JobControl
     from .job import RunningJob
 
 KEYS = frozenset({"steps_done", "step", "cursor"})
+# A checkpoint is a position (an id, an offset, a page number), not data:
+# UTF-8 bytes of compact JSON, as MAX_RETURN_BYTES counts a return value.
+MAX_CHECKPOINT_BYTES = 1_000_000
+
+
+def unstorable(doc: dict[str, Any], integers: Integers = None) -> str | None:
+    """Why the checkpoint document ``doc`` cannot be stored, or None:
+    whatever the queue refuses in any JSON it writes (payload.py: NaN, lone
+    surrogates, deep nesting, objects), or over MAX_CHECKPOINT_BYTES.
+    Checked where a checkpoint is written, not at each ``checkpoint()``
+    call, which a loop may make for every row it handles."""
+    try:
+        size = encoded_size(plain(doc, "The checkpoint", integers), "The checkpoint")
+    except InvalidTaskArguments as exc:
+        return str(exc)
+    if size > MAX_CHECKPOINT_BYTES:
+        return (
+            f"The checkpoint takes {size} bytes as compact JSON, more than the limit of "
+            f"{MAX_CHECKPOINT_BYTES}: save a position (an id, an offset), not the data."
+        )
+    return None
 
 
 class Saved:
@@ -111,6 +135,7 @@ class Checkpoints:
         self.tainted = False  # moved inside a transaction since the last move outside one
         self.held_back: dict[str, Any] | None = None  # the last position outside one, not written
         self.written_at = -math.inf  # time.monotonic() of the last write
+        self.dropped: str | None = None  # why the last unsaved position cannot be stored
         self._thread = 0
         self._connection: Any = None
 
@@ -145,21 +170,44 @@ class Checkpoints:
         return not self.tainted and (save or time.monotonic() - self.written_at >= self.control.interval)
 
     def write(self) -> bool:
-        """Write the position; False if the worker no longer holds the job."""
+        """Write the position; False if the worker no longer holds the job.
+        CheckpointNotStorable if it cannot be stored, or the database
+        refuses it: the row keeps the last position saved."""
         from ..models import Job
 
+        doc = self.doc.as_json()
+        why = unstorable(doc, self.integers())
+        if why is not None:
+            raise CheckpointNotStorable(f"{why} Job {self.job_id} keeps the last checkpoint it saved.")
         self.written_at = time.monotonic()
-        rows = Job.objects.using(self.control.database)
-        held = rows.save_checkpoint(self.control.owner, self.job_id, self.doc.as_json())
+        database = self.control.database
+        rows = Job.objects.using(database)
+        try:
+            held = rows.save_checkpoint(self.control.owner, self.job_id, doc)
+        except DatabaseError as exc:
+            if is_outage(exc, database) or connections[database].in_atomic_block:
+                raise
+            drop_connection(database)  # MySQL drops it after refusing a packet too big
+            raise CheckpointNotStorable(
+                f"The database refused the checkpoint of job {self.job_id} ({brief(exc)}); the job "
+                "keeps the last checkpoint it saved."
+            ) from exc
         self.dirty = False
         return held
 
     def unsaved(self) -> dict[str, Any] | None:
         """The last position taken outside a transaction and not written
-        yet, for the attempt's outcome to write (None: nothing)."""
-        if self.tainted:
-            return self.held_back
-        return self.doc.as_json() if self.dirty else None
+        yet, for the attempt's outcome to write (None: nothing). One that
+        cannot be stored is dropped, and ``dropped`` says why: the outcome
+        must be written all the same."""
+        doc = self.held_back if self.tainted else self.doc.as_json() if self.dirty else None
+        if doc is None:
+            return None
+        self.dropped = unstorable(doc, self.integers())
+        return doc if self.dropped is None else None
+
+    def integers(self) -> Integers:
+        return exact_integers(connections[self.control.database])
 
     def in_transaction(self) -> bool:
         """Whether this thread's connection to the queue's database is in a

@@ -89,3 +89,11 @@ class JobControl:
         if task is None or self.atomic:
             return None
         return task._checkpoints.unsaved()
+
+    def dropped(self, job: Job) -> str | None:
+        """Why the last unsaved checkpoint of ``job`` (the job in hand) was
+        dropped by ``unsaved()`` as one that cannot be stored; None if not."""
+        task = self.task
+        if task is None or self.job is not job:
+            return None
+        return task._checkpoints.dropped

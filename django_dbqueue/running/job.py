@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import numbers
+import re
 import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
@@ -91,9 +93,11 @@ class RunningJob:
 
     def progress(self, fraction: float | None = None, message: str | None = None) -> None:
         """Report how far the job is: ``fraction`` done (0.0 to 1.0) and/or a
-        ``message`` (at most 255 characters are kept); None keeps the last
-        one. Costs a few memory writes: the heartbeat writes the latest
-        report to the row every CONTROL_INTERVAL. Then ``check()``."""
+        ``message`` (at most 255 characters are kept, a lone surrogate as
+        U+FFFD); None keeps the last one. Costs a few memory writes: the
+        heartbeat writes the latest report to the row every CONTROL_INTERVAL.
+        Then ``check()``."""
+        fraction, message = reported(fraction, message)
         slot = self._control.slot
         if slot is not None:
             slot.report_progress(self.id, fraction, message)
@@ -146,6 +150,31 @@ class RunningJob:
         if checkpoints.due(save):
             await sync_to_async(self._write)()
         self.check()
+
+    def checkpoint_with(self, cursor: Any, fraction: float | None = None, message: str | None = None) -> None:
+        """Write the position reached as part of the transaction open now on
+        the queue's database, for work that lives there too: the position
+        commits with the work it describes, or neither does, so a resumed
+        attempt neither redoes nor skips any of it (the queue's own
+        operations, operations/big.py, move their chunks so). Raises
+        JobInterrupted, which rolls that transaction back, if the worker no
+        longer holds the job. The row stays locked until the commit, its
+        heartbeat with it: keep such transactions short. ``fraction`` and
+        ``message``: the progress, written with it (as ``progress()``
+        reports it), so that the job's page shows it even when the job ends
+        before the heartbeat's next write."""
+        self._sync_only("checkpoint_with", "checkpoint_with")
+        checkpoints = self._checkpoints
+        doc = checkpoints.doc
+        doc.step, doc.cursor = self._step, cursor
+        checkpoints.tainted, checkpoints.held_back, checkpoints.dirty = False, None, True
+        self._write()
+        if fraction is not None or message is not None:
+            fraction, message = reported(fraction, message)
+            self._rows().save_progress(self._control.owner, self.id, fraction, message)
+            slot = self._control.slot
+            if slot is not None:
+                slot.report_progress(self.id, fraction, message)
 
     def flush(self) -> None:
         """Write the last recorded position now, if it was not written yet
@@ -236,3 +265,19 @@ class RunningJob:
                 f"RunningJob.{name}() writes to the database, which an async task may not do "
                 f"from its event loop: use `await job.{instead}(...)`."
             )
+
+
+# A lone surrogate: valid in a Python str, but no database stores it as text.
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def reported(fraction: Any, message: Any) -> tuple[float | None, str | None]:
+    """A progress report as it is kept: TypeError, before anything is
+    written, for what is not a number or a text; a lone surrogate in the
+    message as U+FFFD (a message describes, and must never fail the job)."""
+    if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, numbers.Real)):
+        raise TypeError(f"progress() takes a fraction from 0.0 to 1.0, or None, not {fraction!r:.100}.")
+    if message is not None and not isinstance(message, str):
+        raise TypeError(f"progress() takes a message as a str, or None, not {message!r:.100}.")
+    text = None if message is None else LONE_SURROGATE.sub("\ufffd", message)
+    return (None if fraction is None else float(fraction)), text

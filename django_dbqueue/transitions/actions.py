@@ -11,12 +11,13 @@ from django.db import transaction
 from django.db.models import Q
 
 from ..clock import DbNow
-from ..operations.retention import BATCH as PRUNE_BATCH
-from ..operations.retention import prune_jobs
 from ..payload import as_list
 from ..status import FINISHED, Status
+from .pruning import BATCH as PRUNE_BATCH
+from .pruning import prune_jobs
 from .rows import READY
 from .running import RunningQuerySet
+from .updates import RowUpdate
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -34,6 +35,26 @@ CONTROL_FIELDS = (
 )
 
 
+# What a requeued job starts from (besides its history and a due now).
+CLEAN_RUN: dict[str, Any] = {
+    "status": READY,
+    "attempts": 0,
+    "suspect": False,
+    "owner": None,
+    "lease_expires_at": None,
+    "claimed_at": None,
+    "started_at": None,
+    "last_attempted_at": None,
+    "finished_at": None,
+    "return_value": None,
+    "errors": [],
+    "worker_ids": [],
+    **dict.fromkeys(CONTROL_FIELDS, None),
+    "progress_message": "",
+    "interruptions": 0,
+}
+
+
 class ActionQuerySet(RunningQuerySet):
     def requeue(self) -> int:
         """Put finished jobs back in the queue, due now, for a clean run: fresh
@@ -42,25 +63,22 @@ class ActionQuerySet(RunningQuerySet):
         unique key: its key was freed when it finished, and may be held by
         a newer job by now. Nor does it keep its progress, checkpoint or
         interruptions: it starts from the beginning."""
-        fields = ["status", "attempts", "suspect", "owner", "lease_expires_at", "started_at"]
-        fields += ["last_attempted_at", "finished_at", "return_value", "errors", "worker_ids", "history"]
-        fields += ["run_after", *CONTROL_FIELDS]
         count = 0
         with transaction.atomic(using=self.db):
             jobs = list(self.finished().annotate(db_now=DbNow()).select_for_update().order_by("pk"))
-            for job in jobs:
-                job.history = [*as_list(job.history), _summary(job)][-MAX_HISTORY:]
-                job.status, job.attempts, job.suspect = READY, 0, False
-                job.owner = job.lease_expires_at = job.started_at = job.last_attempted_at = None
-                job.finished_at = job.return_value = None
-                job.errors, job.worker_ids = [], []
-                job.run_after = job.db_now
-                job.cancel_requested_at = job.progress = job.progress_at = job.checkpoint = None
-                job.progress_message, job.interruptions = "", 0
             for start in range(0, len(jobs), 500):
-                count += self.model._base_manager.using(self.db).bulk_update(
-                    jobs[start : start + 500], fields
+                part = jobs[start : start + 500]
+                # One UPDATE of the values every row gets, and each row's own
+                # history by primary key: bulk_update() compiled a CASE per
+                # field and row, 12 s of Python for 1,000 jobs.
+                update = RowUpdate(self.model, self.db)
+                update.set_by_pk(
+                    "history", {job.pk: [*as_list(job.history), _summary(job)][-MAX_HISTORY:] for job in part}
                 )
+                for name, value in CLEAN_RUN.items():
+                    update.set(name, value)
+                update.set("run_after", part[0].db_now)
+                count += update.run([job.pk for job in part])
             # A finished batch with a member back in the queue is open again:
             # it completes, and runs its callbacks, when that member finishes.
             reopened = {job.batch_id for job in jobs if job.batch_id is not None}
@@ -68,10 +86,10 @@ class ActionQuerySet(RunningQuerySet):
                 from ..workflows.models import Batch, BatchStatus
 
                 Batch.objects.using(self.db).filter(pk__in=reopened).exclude(status=BatchStatus.OPEN).update(
-                    status=BatchStatus.OPEN, finished_at=None, callback_job_ids=[]
+                    status=BatchStatus.OPEN, finished_at=None
                 )
             if jobs:
-                from ..workflows.dependencies import wait_again
+                from .dependants import wait_again
 
                 # A child waits again for its parents that are unfinished now.
                 wait_again(self.db, [job.pk for job in jobs])
@@ -81,10 +99,10 @@ class ActionQuerySet(RunningQuerySet):
         """Cancel these jobs: those that have not started (READY, or WAITING
         for their parents) at once, and in the same transaction their
         batches may complete and their dependants are cancelled or released
-        (workflows/completion.py); RUNNING ones are asked to stop
+        (cascade.py); RUNNING ones are asked to stop
         (``request_cancel()``: their worker ends them CANCELLED). Finished
         jobs are left alone. Returns how many were cancelled or asked."""
-        from ..workflows.completion import jobs_finished
+        from .cascade import jobs_finished
 
         unstarted = self.filter(status__in=(READY, Status.WAITING))
         with transaction.atomic(using=self.db):
@@ -103,7 +121,7 @@ class ActionQuerySet(RunningQuerySet):
 
     def prune(self, older_than: timedelta, *, batch: int = PRUNE_BATCH) -> int:
         """Delete these jobs that finished more than ``older_than`` ago, the
-        way retention does (operations/retention.py): per outcome, in short
+        way retention does (pruning.py): per outcome, in short
         transactions of ``batch`` rows that skip rows others hold, with
         their Dependency rows. Returns how many jobs were deleted."""
         return sum(prune_jobs(self, dict.fromkeys(FINISHED, older_than), size=batch).values())

@@ -1,22 +1,26 @@
 """The claim: READY, due jobs become RUNNING for one owner with a lease, in
 one short transaction; and ``release``, which gives back claimed jobs that
-never started."""
+never started. Every other claim shape (limited, rated, fair, from several
+queues, for review) sits beside this file; the package's map lists them."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import models, transaction
 from django.db.models import Case, F, When
 
-from ..candidates import first_free
 from ..clock import DbNow, read_database_now
 from ..db import lock_if_serialised, retry_on_conflict
+from ..limits import counted
 from ..payload import as_list
+from .batches import stopped_members
+from .candidates import first_free
 from .instances import attnames, built, loaded
+from .rated_slots import give_back_slots, rated_claims
 from .rows import DEFAULT_LEASE, READY, RUNNING, JobRows, listed
 from .updates import RowUpdate
 
@@ -81,90 +85,29 @@ class ClaimQuerySet(JobRows):
                 _mark_claimed(rows, batch, owner, lease)
         return batch
 
-    def limited_keys(self, queues: list[str], limit: int, after: str = "") -> list[str]:
-        """Up to ``limit`` concurrency keys with due READY jobs in ``queues``,
-        going round them (``keys_round()``) from the key after ``after``."""
-        due = self.due().filter(queue_name__in=queues, concurrency_key__isnull=False)
-        return due.keys_round("concurrency_key", limit, after)
-
-    def claim_limited(
-        self, owner: str, queues: list[str], keys: list[str], lease: float = DEFAULT_LEASE
-    ) -> list[Job]:
-        """For each of ``keys``, claim its first due job in ``queues`` if
-        fewer than its ``concurrency_limit`` jobs of that key are RUNNING (on
-        any queue, for any worker); all in one short transaction.
-
-        The keys' ConcurrencyLock rows are locked first, so claims of one
-        key take turns and the count cannot go stale before the mark;
-        claims of other keys and ordinary claims never wait for them. One
-        job per key per claim: a worker runs its batch one job at a time,
-        so two of one key in one batch would hold two slots to run one."""
-        from django.db.models import Count
-
-        from ..models import ConcurrencyLock
-
-        locks = ConcurrencyLock.objects.using(self.db)
-        rows = self.model._base_manager.using(self.db)
-        with transaction.atomic(using=self.db):
-            lock_if_serialised(self.db, self.model._meta.db_table)
-            mine = _lock_keys(locks, keys)
-            if not mine:
-                return []
-            running = dict(
-                rows.filter(concurrency_key__in=mine, status=RUNNING)
-                .order_by()
-                .values_list("concurrency_key")
-                .annotate(Count("pk"))
-            )
-            due = rows.filter(status=READY, queue_name__in=queues, run_after__lte=DbNow())
-            picked = []
-            for key in mine:
-                first = due.filter(concurrency_key=key).annotate(db_now=DbNow()).order_by(*CLAIM_ORDER)
-                job = first.select_for_update(skip_locked=True).first()
-                # Over its limit, a job waits READY, its attempts untouched.
-                if job is not None and running.get(key, 0) < (job.concurrency_limit or 1):
-                    picked.append(job)
-            batch = _claimable(sorted(picked, key=_claim_key))
-            if batch:
-                _mark_claimed(rows, batch, owner, lease)
-        return batch
-
-    def release(self, owner: str, ids: list[int]) -> int:
+    def release(self, owner: str, ids: list[int], rate_limits: Mapping[str, str] | None = None) -> int:
         """Give claimed jobs that never started back to the queue at once,
-        without costing them an attempt."""
+        without costing them an attempt, and a rate-limited job's slot
+        back to its key (rated_slots.py; ``rate_limits``: OPTIONS RATE_LIMITS)."""
         if not ids:
             return 0
-        return self.filter(pk__in=ids, owner=owner, status=RUNNING).update(
-            status=READY,
-            owner=None,
-            lease_expires_at=None,
-            # A suspect's attempt was counted in its claim; it never ran.
-            attempts=Case(
-                When(suspect=True, then=F("attempts") - 1),
-                default=F("attempts"),
-                output_field=models.PositiveIntegerField(),
-            ),
-        )
-
-
-def _lock_keys(locks: models.QuerySet, keys: list[str]) -> list[str]:
-    """Lock the ConcurrencyLock rows of ``keys``, in key order (so two
-    claimers of overlapping keys cannot deadlock); a key's row is created
-    the first time it is met. Waiting for a claimer of the same key beats
-    skipping it: that claim lasts a few statements, and a slot it leaves
-    free would otherwise wait for the next poll."""
-
-    def lock(wanted: list[str]) -> list[str]:
-        rows = locks.select_for_update().filter(key__in=wanted).order_by("key")
-        return list(rows.values_list("key", flat=True))
-
-    mine = lock(keys)
-    if len(mine) < len(keys):
-        new = [key for key in keys if key not in set(mine)]
-        for key in new:
-            locks.get_or_create(key=key)  # a race is settled by its unique index
-        mine += lock(new)
-    return mine
+        mine = self.filter(pk__in=ids, owner=owner, status=RUNNING)
+        with transaction.atomic(using=self.db):
+            rated = rated_claims(mine)
+            released = mine.update(
+                status=READY,
+                owner=None,
+                lease_expires_at=None,
+                # A suspect's attempt was counted in its claim; it never ran.
+                attempts=Case(
+                    When(suspect=True, then=F("attempts") - 1),
+                    default=F("attempts"),
+                    output_field=models.PositiveIntegerField(),
+                ),
+            )
+            if rated:
+                give_back_slots(self.db, rated, rate_limits or {})
+        return released
 
 
 @functools.cache
@@ -188,10 +131,21 @@ def _mark_claimed(rows: models.QuerySet, batch: list[Job], owner: str, lease: fl
     """Mark a locked batch RUNNING for ``owner``, in the caller's transaction.
     A suspect (always alone) has its attempt and start recorded here.
 
-    The lease runs from the database's now: the one the rows were read
-    with (``db_now``), or else the UPDATE's own, and then the instances
-    leave ``lease_expires_at`` unread (it loads on access, as a deferred
+    Members of a cancelled workflow batch are not claimed: they are taken
+    out of ``batch`` (in place: every claim shape returns the list it
+    passed) and cancelled instead, and members of a batch being changed
+    right now are left for a later claim (transitions/batches.py).
+
+    The lease and ``claimed_at`` run from the database's now: the one the
+    rows were read with (``db_now``), or else the UPDATE's own, and then
+    the instances leave both unread (each loads on access, as a deferred
     field does; the worker's own proof of its lease is hand.py's)."""
+    stopped = stopped_members(rows.db, batch)
+    if stopped:
+        gone = {job.pk for job in stopped}
+        batch[:] = [job for job in batch if job.pk not in gone]
+        if not batch:
+            return
     now = vars(batch[0]).get("db_now")
     if now is None and batch[0].suspect:
         now = read_database_now(rows.db)
@@ -199,12 +153,14 @@ def _mark_claimed(rows: models.QuerySet, batch: list[Job], owner: str, lease: fl
     changes: dict[str, Any] = {"status": RUNNING, "owner": owner}
     if now is None:
         update.set_expression("lease_expires_at", DbNow() + timedelta(seconds=lease))
+        update.set_expression("claimed_at", DbNow())
     else:
         changes["lease_expires_at"] = now + timedelta(seconds=lease)
+        changes["claimed_at"] = now
     if batch[0].suspect:
         job = batch[0]
         changes.update(
-            attempts=job.attempts + 1,
+            attempts=counted(job.attempts),
             started_at=job.started_at or now,
             last_attempted_at=now,
             worker_ids=[*as_list(job.worker_ids), owner],
@@ -217,11 +173,22 @@ def _mark_claimed(rows: models.QuerySet, batch: list[Job], owner: str, lease: fl
         row = vars(job)
         row.update(changes)
         if now is None:
-            del row["lease_expires_at"]
+            del row["lease_expires_at"], row["claimed_at"]
 
 
-def _claim_key(job: Job) -> tuple[int, datetime, int]:
-    return (-job.priority, job.run_after, job.id)
+def _claim_key(job: Job) -> ClaimKey:
+    return claim_key(job.priority, job.run_after, job.id)
+
+
+ClaimKey = tuple[int, bool, "datetime | None", int]
+
+
+def claim_key(priority: int, run_after: datetime | None, pk: int) -> ClaimKey:
+    """CLAIM_ORDER as a key for Python's sort. A run_after read as None
+    (MySQL's zero date, which its driver reads so, in a row written by SQL)
+    sorts first, as the database orders it, instead of failing the sort
+    of the whole claim; the worker then fails that job alone (resolving.py)."""
+    return (-priority, run_after is not None, run_after, pk)
 
 
 def _claimable(locked: list[Job]) -> list[Job]:

@@ -18,9 +18,10 @@ from django.db import transaction
 
 from ..clock import DbNow
 from ..db import doubled
-from ..payload import as_list, bounded_errors
+from ..limits import counted
+from ..payload import as_list, bounded_errors, for_attempt
 from ..status import Status
-from ..workflows.completion import jobs_finished, members_finished
+from .cascade import jobs_finished, members_finished
 from .rows import READY, RUNNING, JobRows
 from .updates import RowUpdate
 
@@ -64,7 +65,7 @@ class OutcomeQuerySet(JobRows):
             finished_at=outcome.finished if outcome.status != READY else None,
         )
         if outcome.error is not None:
-            changes["errors"] = bounded_errors(as_list(job.errors), outcome.error)
+            changes["errors"] = bounded_errors(as_list(job.errors), _entry(job, outcome))
         if outcome.retry_in is not None:
             changes["run_after"] = DbNow() + outcome.retry_in
         if outcome.checkpoint is not UNCHANGED:
@@ -125,7 +126,7 @@ class OutcomeQuerySet(JobRows):
     def _finish(self, write: Callable[..., int], jobs: list[Job]) -> int:
         """The UPDATE that finishes ``jobs`` (``write(**conditions)`` runs it,
         on the rows that also match ``conditions``), and what it sets off in
-        workflows (workflows/completion.py) in the same transaction. The
+        workflows (cascade.py) in the same transaction. The
         UPDATE is conditioned on ``has_dependants`` still being false unless
         a job had dependants when claimed: a plain job costs one UPDATE as
         before, a batch member that UPDATE and its batch's check. A
@@ -156,9 +157,25 @@ def retry_delay(attempts: int, base: float, cap: float) -> timedelta:
     return timedelta(seconds=random.uniform(ceiling / 2, ceiling))
 
 
+def _entry(job: Job, outcome: Finished) -> dict[str, Any]:
+    """The outcome's error, saying which attempt it ends (an unrun job's:
+    the one it would have been, not counted) and, for a retry, its delay."""
+    attempt = attempts_after(job) if outcome.ran else unspent_attempt(job)
+    entry = for_attempt(outcome.error or {}, attempt, spent=outcome.ran)
+    if outcome.retry_in is not None:
+        entry["retry_in"] = round(outcome.retry_in.total_seconds(), 3)
+    return entry
+
+
+def unspent_attempt(job: Job) -> int:
+    """The number of the attempt a held job is in, when it does not count:
+    a suspect's was counted in its claim, and is given back."""
+    return job.attempts if job.suspect else job.attempts + 1
+
+
 def attempts_after(job: Job) -> int:
     """The job's attempts once this run is recorded: a suspect's was counted in its claim."""
-    return job.attempts if job.suspect else job.attempts + 1
+    return job.attempts if job.suspect else counted(job.attempts)
 
 
 def _run_fields(job: Job, owner: str, started: datetime) -> dict[str, Any]:

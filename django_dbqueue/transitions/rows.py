@@ -55,7 +55,7 @@ class JobRows(models.QuerySet["Job", "Job"]):
         AND rate_key IS NULL AND fairness_key IS NULL`` are equalities, so
         the claim reads these in claim order as before; limited jobs are
         claimed by ``claim_limited()`` and ``claim_rated()``, fair ones by
-        fairness.py."""
+        fair.py."""
         return self.filter(concurrency_key__isnull=True, rate_key__isnull=True, fairness_key__isnull=True)
 
     def running(self) -> Self:

@@ -16,9 +16,9 @@ from django.db import models, transaction
 from django.db.models import F
 
 from ..clock import DbNow
-from ..payload import as_list, bounded_errors
+from ..payload import as_list, bounded_errors, for_attempt
 from ..status import Status
-from .outcomes import UNCHANGED, Finished, OutcomeQuerySet
+from .outcomes import UNCHANGED, Finished, OutcomeQuerySet, unspent_attempt
 from .rows import READY, RUNNING
 
 if TYPE_CHECKING:
@@ -81,7 +81,9 @@ class RunningQuerySet(OutcomeQuerySet):
         a deploy): READY and due now, their attempt unspent (a suspect's,
         counted in its claim, is given back), ``interruptions`` + 1, their
         checkpoint kept, or replaced by ``checkpoints[pk]``; ``error_note``
-        is appended to their errors. A job whose cancel was asked meanwhile
+        (by default, one saying the supervisor gave the job back) is
+        appended to their errors, for the attempt it does not count, so the
+        job's page tells the interruption. A job whose cancel was asked meanwhile
         ends CANCELLED instead. Returns how many ``owner`` still held."""
         done = 0
         with transaction.atomic(using=self.db):
@@ -101,8 +103,9 @@ class RunningQuerySet(OutcomeQuerySet):
                     "attempts": job.attempts - 1 if job.suspect else job.attempts,
                     "interruptions": F("interruptions") + 1,
                 }
-                if error_note is not None:
-                    changes["errors"] = bounded_errors(as_list(job.errors), error_note)
+                note = error_note or interrupted_note(now, owner)
+                entry = for_attempt(note, unspent_attempt(job), spent=False)
+                changes["errors"] = bounded_errors(as_list(job.errors), entry)
                 if saved is not UNCHANGED:
                     changes["checkpoint"] = saved
                 done += self.filter(pk=job.pk, owner=owner, status=RUNNING).update(**changes)
@@ -119,6 +122,20 @@ def clamp(fraction: float | None) -> float | None:
     if fraction is None or math.isnan(fraction):
         return None
     return min(1.0, max(0.0, float(fraction)))
+
+
+def interrupted_note(when: datetime, worker: str) -> dict[str, str]:
+    """The entry of an interruption whose worker could not say more (its
+    supervisor gave the job back after killing it)."""
+    return {
+        "exception_class_path": JOB_INTERRUPTED,
+        "traceback": (
+            f"{JOB_INTERRUPTED}: its worker was stopping past STOP_TIMEOUT and did not stop the job "
+            "itself, so its supervisor killed it and gave the job back, its attempt unspent.\n"
+        ),
+        "at": when.isoformat(),
+        "worker": worker,
+    }
 
 
 def cancelled_error(job: Job, when: datetime, worker: str, how: str) -> dict[str, str]:

@@ -30,7 +30,7 @@ class SharedState:
     - ``counts``: jobs processed and failed, per slot (the status line, and
       telling a worker that died after doing work from a crash loop).
     - ``deadlines``: the hard deadline of the job in hand, on the
-      :func:`~django_dbqueue.clock.elapsed` clock (0: none); see timeouts.py.
+      :func:`~django_dbqueue.clock.elapsed` clock (0: none); see process/timeouts.py.
     - ``names``: the owner name of the live worker in each slot ('' once it
       died): the heartbeat extends the leases of these names and no others.
     - ``held_until`` and ``chain_start``: what the heartbeat vouches for:

@@ -1,6 +1,7 @@
 """How long claims and jobs take, counted in shared memory by each worker
-process so that the supervisor's metrics endpoint (metrics.py) can sum them
-into histograms across processes. One writer per slot, no locks (as in
+process so that the supervisor's metrics endpoint
+(supervisor/runqueue_metrics.py) can sum them into histograms across
+processes. One writer per slot, no locks (as in
 shared.py): a worker killed mid-write costs at most one observation."""
 
 from __future__ import annotations

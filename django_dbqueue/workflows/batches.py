@@ -17,12 +17,12 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Count
 
-from ..clock import DbNow
 from ..db import retry_on_conflict
+from ..operations.big import Started, start
 from ..status import Status
 from ..tasks_api import TaskResult, task_backends
+from ..transitions import batches as transitions
 from .calls import Call, callback_spec
-from .completion import Cascade, batch_finished, jobs_finished
 from .context import joining, running
 from .models import Batch, BatchStatus
 
@@ -138,55 +138,35 @@ class BatchHandle:
 
         def seal() -> None:
             with transaction.atomic(using=self.database):
-                Batch.objects.using(self.database).filter(pk=self.id, sealed=False).update(sealed=True)
-                Cascade(self.database).check_batch(self.id)
+                transitions.seal(self.database, self.id)
 
         # Sealing as the last member finishes may deadlock with its outcome
-        # (completion.py's step 2): the database rolls one back, we try again.
+        # (transitions/completion.py's step 2): the database rolls one back, we try again.
         retry_on_conflict(seal, self.database)
         self.refresh()
 
-    def cancel(self) -> int:
-        """Cancel the batch: its READY and WAITING members, and their
+    def cancel(self) -> Started:
+        """Cancel the batch: it is CANCELLED at once (no member is claimed
+        from then on), then its READY and WAITING members are, and their
         dependants and the batch's, by their policy; RUNNING members finish.
-        No callback runs. Returns how many members were cancelled."""
-        count = retry_on_conflict(self._cancel, self.database)
-        self.refresh()
-        return count
+        No callback runs. Returns how many members it cancels (0 if the
+        batch was not open), an int whose ``job_id`` is the operation job
+        that cancels them chunk by chunk when there are more than
+        OPTIONS ``OPERATION_INLINE_ROWS`` (None: they were cancelled at once)."""
+        return self._start("cancel_batch")
 
-    def _cancel(self) -> int:
-        with transaction.atomic(using=self.database):
-            cancelled = Batch.objects.using(self.database).filter(pk=self.id, status=BatchStatus.OPEN)
-            if not cancelled.update(status=BatchStatus.CANCELLED, finished_at=DbNow()):
-                return 0
-            members = _jobs(self.database).filter(batch_id=self.id, status__in=(Status.READY, Status.WAITING))
-            ids = list(members.select_for_update().values_list("pk", flat=True))
-            count = members.filter(pk__in=ids).update(
-                status=Status.CANCELLED, finished_at=DbNow(), unique_key=None
-            )
-            jobs_finished(self.database, ids)
-            batch_finished(self.database, self.id, failed=True)
-        return count
-
-    def retry_failed(self) -> int:
+    def retry_failed(self) -> Started:
         """Requeue the failed and cancelled members and open the batch
-        again: it completes, and its callbacks run, when they finish."""
-        from ..models import Job
+        again: it completes, and its callbacks run, when they finish.
+        Returns how many members it requeues, an int whose ``job_id`` is
+        the operation job that requeues them chunk by chunk when there are
+        more than OPTIONS ``OPERATION_INLINE_ROWS`` (None: requeued at once)."""
+        return self._start("retry_batch")
 
-        with transaction.atomic(using=self.database):
-            failed = _jobs(self.database).filter(
-                batch_id=self.id, status__in=(Status.FAILED, Status.CANCELLED)
-            )
-            ids = list(failed.values_list("pk", flat=True))
-            # Nothing to retry: the batch stays as it is. Reopened with no
-            # member left to finish, nothing would ever complete it again.
-            count = Job.objects.using(self.database).filter(pk__in=ids).requeue() if ids else 0
-            if count:
-                Batch.objects.using(self.database).filter(pk=self.id).update(
-                    status=BatchStatus.OPEN, finished_at=None, callback_job_ids=[]
-                )
+    def _start(self, kind: str) -> Started:
+        started = retry_on_conflict(lambda: start(kind, self.database, {"batch": self.id}), self.database)
         self.refresh()
-        return count
+        return started
 
 
 def batch(

@@ -1,14 +1,21 @@
 """A task with its arguments, as workflows take them: a batch's callbacks
 and a chain's steps. ``call(task, *args, **kwargs)`` reads like the call it
 stands for; a bare task (no arguments) and a ``(task, args)`` or
-``(task, args, kwargs)`` tuple are taken too."""
+``(task, args, kwargs)`` tuple are taken too. A batch's callbacks are stored
+as ``callback_spec()`` makes them, and inserted as jobs when the batch
+completes (transitions/own_jobs.py)."""
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from ..clock import DbNow
 from ..tasks_api import Task
+from ..transitions.own_jobs import CALLBACK_KEY
+
+# CALLBACK_KEY: where a callback job's metadata names the callback it is;
+# the callbacks' jobs are inserted by transitions/own_jobs.py, through the
+# enqueue plan's INSERT, when their batch completes.
+__all__ = ["CALLBACK_KEY", "Call", "as_call", "call", "callback_spec", "passed_results"]
 
 
 class Call(NamedTuple):
@@ -58,28 +65,6 @@ def callback_spec(value: Any, what: str) -> dict[str, Any] | None:
         "priority": job.priority,
         "max_attempts": job.max_attempts,
     }
-
-
-def insert_callbacks(using: str, batch_id: int, specs: list[dict[str, Any]]) -> list[int]:
-    """Insert one READY job per callback, with ``batch_id`` among its keyword
-    arguments, in the caller's transaction; returns their ids."""
-    from ..models import Job
-
-    ids = []
-    for spec in specs:
-        job = Job(
-            task_path=spec["task"],
-            args=list(spec.get("args") or []),
-            kwargs={**(spec.get("kwargs") or {}), "batch_id": batch_id},
-            queue_name=spec.get("queue_name", "default"),
-            priority=spec.get("priority", 0),
-            max_attempts=spec.get("max_attempts", 3),
-            run_after=DbNow(),
-            enqueued_at=DbNow(),
-        )
-        job.save(using=using, force_insert=True)
-        ids.append(job.pk)
-    return ids
 
 
 def passed_results(task: Any) -> list[None]:

@@ -22,11 +22,12 @@ from typing import Any
 
 from django.db import transaction
 
-from ..routing import home_database, split_result_id
+from ..routing import home_database, split_result_id, stored_id
 from ..status import FINISHED, Status
 from ..tasks_api import InvalidTaskBackend, TaskResult, task_backends
+from ..transitions.completion import FAILURES
+from ..transitions.fan_in import not_passed, passed_arguments
 from .calls import Call, as_call
-from .completion import FAILURES
 from .models import Batch, BatchStatus, Dependency
 
 POLICIES = ("cancel", "run")
@@ -65,7 +66,7 @@ def _is_id(value: int | str) -> bool:
 
 def _database_of(alias: str, parent: Any) -> str:
     """The database of the task backend ``alias``, which made ``parent``."""
-    from ..backend import DatabaseBackend
+    from ..routing import is_queue_backend
 
     try:
         backend = task_backends[alias]
@@ -74,7 +75,7 @@ def _database_of(alias: str, parent: Any) -> str:
             f"depends_on names {parent!r}, a job of the task backend {alias!r}, which settings.TASKS "
             "does not configure."
         ) from None
-    if not isinstance(backend, DatabaseBackend):
+    if not is_queue_backend(backend):
         raise TypeError(
             f"depends_on takes jobs of django_dbqueue backends; {parent!r} is a job of the task "
             f"backend {alias!r}, a {type(backend).__name__}."
@@ -105,18 +106,19 @@ def insert_dependant(job: Any, parents: list[tuple[str, int, str]], using: str) 
     """Insert ``job`` WAITING for ``parents``, or READY (or CANCELLED, by its
     policy) if they have all finished already; in one transaction. Parents
     on another database are refused (ValueError), before anything is written."""
-    from ..enqueue.inserting import insert_job
     from ..models import Job
+    from ..transitions.inserts import insert_job
 
     check_same_database(job, parents, using)
     jobs = Job._base_manager.using(using)
     job_ids = [pk for kind, pk, _ in parents if kind == "job"]
     batch_ids = [pk for kind, pk, _ in parents if kind == "batch"]
     with transaction.atomic(using=using):
-        rows = {pk: (status, value) for pk, status, value in _locked(jobs, job_ids)}
+        # An id past 64 bits names no row (and SQLite cannot bind it): reported missing below.
+        rows = {pk: (status, value) for pk, status, value in _locked(jobs, _possible(job_ids))}
         batches = dict(
             Batch.objects.using(using)
-            .filter(pk__in=batch_ids)
+            .filter(pk__in=_possible(batch_ids))
             .select_for_update()
             .order_by("pk")
             .values_list("pk", "status")
@@ -137,7 +139,7 @@ def insert_dependant(job: Any, parents: list[tuple[str, int, str]], using: str) 
         elif open_jobs or open_batches:
             job.status = Status.WAITING
         elif job.pass_result:
-            job.args = [*(rows[pk][1] for pk in job_ids), *job.args]
+            pass_results(job, [(pk, rows[pk]) for pk in job_ids], using)
         insert_job(job, using)
         resolved = set(job_ids) - set(open_jobs), set(batch_ids) - set(open_batches)
         Dependency.objects.using(using).bulk_create(
@@ -153,27 +155,21 @@ def insert_dependant(job: Any, parents: list[tuple[str, int, str]], using: str) 
             jobs.filter(pk__in=open_jobs, has_dependants=False).update(has_dependants=True)
 
 
-def wait_again(using: str, ids: list[int]) -> None:
-    """Requeued jobs ``ids`` (now READY) that have a parent not finished
-    (requeued with them, say) wait for it again, in the caller's transaction:
-    a retried child must not run before its retried parent."""
-    from ..models import Job
+def pass_results(job: Any, parents: list[tuple[int, tuple[str, Any]]], using: str) -> None:
+    """Put the results of ``parents`` (all finished: ``(id, (status,
+    return value))``) before ``job``'s own arguments, or end it FAILED if
+    they cannot be passed on, as its release would (transitions/fan_in.py)."""
+    results = [(pk, value if status == Status.SUCCESSFUL else None) for pk, (status, value) in parents]
+    combined, why = passed_arguments(using, results, job.args, job.kwargs)
+    if why is None:
+        job.args = combined
+        return
+    for name, value in not_passed(job.errors, why, job.enqueued_at).items():
+        setattr(job, name, value)
 
-    jobs = Job._base_manager.using(using)
-    deps = Dependency.objects.using(using).filter(child_id__in=ids)
-    parents = {pk for pk in deps.values_list("parent_id", flat=True) if pk is not None}
-    open_jobs = list(
-        jobs.filter(pk__in=parents)
-        .exclude(status__in=FINISHED)
-        .select_for_update()
-        .values_list("pk", flat=True)
-    )
-    batch_ids = {pk for pk in deps.values_list("parent_batch_id", flat=True) if pk is not None}
-    open_batches = Batch.objects.using(using).filter(pk__in=batch_ids, status=BatchStatus.OPEN)
-    deps.filter(parent_id__in=open_jobs).update(resolved=False)
-    deps.filter(parent_batch_id__in=list(open_batches.values_list("pk", flat=True))).update(resolved=False)
-    waiting = deps.filter(resolved=False).values_list("child_id", flat=True)
-    jobs.filter(pk__in=list(waiting), status=Status.READY).update(status=Status.WAITING)
+
+def _possible(ids: list[int]) -> list[int]:
+    return [pk for pk in ids if stored_id(pk) is not None]
 
 
 def _locked(jobs: Any, ids: list[int]) -> Iterable[tuple[int, str, Any]]:

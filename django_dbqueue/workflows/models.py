@@ -4,7 +4,7 @@ holds a job back until its parent (a job, or a whole batch) has finished.
 Neither holds a count that every finishing job would update: a batch's
 progress is counted from its members' rows through the (batch, status)
 index, and completion is decided in the finishing outcome's transaction
-(completion.py), so a big batch drained by many workers has no hot row.
+(transitions/completion.py), so a big batch drained by many workers has no hot row.
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ import asyncio
 import os
 import time
 
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connection, transaction
 
-from django_dbqueue import task
+from django_dbqueue import current_job, task
 
 from .models import Execution
 
@@ -148,6 +148,13 @@ def returns_long_int(key: str, digits: int) -> int:
     return 10 ** (digits - 1)
 
 
+@task(max_attempts=1)
+def keeps_position(digits: int) -> str:
+    """Saves the integer of ``digits`` digits as its position, at once."""
+    current_job().checkpoint({"n": 10 ** (digits - 1)}, save=True)
+    return "saved"
+
+
 @task(max_attempts=2)
 def exits(key: str) -> None:
     """sys.exit() inside a task: the task's own SystemExit, not the worker's."""
@@ -194,8 +201,6 @@ def holds_gil(key: str, loops: int) -> int:
 @task(queue_name="slow")
 def sleeps_in_database(key: str, seconds: float) -> None:
     """The job in hand sits in one database call (C code) for ``seconds``."""
-    from django.db import connection
-
     Execution.objects.create(key=key, pid=os.getpid())
     with connection.cursor() as cursor:
         cursor.execute(
@@ -278,18 +283,24 @@ def record_then_close_connections(key: str) -> str:
 @task(atomic=True, max_attempts=2)
 def record_atomic_unless(key: str, then: str = "") -> str:
     """record_atomic(), or after its insert: ``then="fail"`` raises, ``then="close"``
-    closes the connection (tests/test_atomic.py, the atomic group's members)."""
+    closes the connection, ``then="commit"`` runs a raw COMMIT, inserts again
+    and raises (tests/test_atomic.py, the atomic group's members)."""
     Execution.objects.create(key=key, pid=os.getpid())
     if then == "fail":
         raise RuntimeError(f"{key}: failing after the insert, on purpose")
     if then == "close":
         close_old_connections()
+    if then == "commit":  # behind Django's back, then fails: its worker must live on
+        with connection.cursor() as cursor:
+            cursor.execute("COMMIT")
+        Execution.objects.create(key=f"{key}-after-commit", pid=os.getpid())
+        raise RuntimeError(f"{key}: failing after a raw COMMIT, on purpose")
     return key
 
 
 @task(fairness_key=lambda tenant, index: f"tenant:{tenant}")
 def per_tenant(tenant: str, index: int) -> int:
-    """A tenant's job: claims share the batch among tenants (fairness.py)."""
+    """A tenant's job: claims share the batch among tenants (transitions/fair.py)."""
     return index
 
 

@@ -66,3 +66,17 @@ def concat(*parts: str) -> str:
     """A fan-in child: its parents' results, in order, then its own arguments."""
     _ran("concat:" + ",".join(map(str, parts)))
     return ",".join(map(str, parts))
+
+
+@task
+def sized(key: str, size: int) -> str:
+    """A parent whose result takes ``size`` bytes (and 2 for its quotes)."""
+    _ran(key)
+    return "x" * size
+
+
+@task
+def measure(*parts: str | None) -> int:
+    """A fan-in child: how many characters its parents' results came to."""
+    _ran(f"measure:{len(parts)}")
+    return sum(len(part or "") for part in parts)

@@ -1,6 +1,7 @@
 """Settings for the demo and the tests, chosen by environment variables:
 
-DBQUEUE_DATABASE   sqlite (default), mariadb or postgres
+DBQUEUE_DATABASE   sqlite (default), mariadb, mysql or postgres
+DBQUEUE_MYSQL_PORT the MySQL server's port for DBQUEUE_DATABASE=mysql (default 3307: tests/mysql_server.py)
 DBQUEUE_DB_NAME    database name for MariaDB/PostgreSQL (default "dbqueue"); tests use test_<name>
 DBQUEUE_SQLITE     path of the SQLite file (default testproject/db.sqlite3)
 DBQUEUE_LEASE      lease seconds (default 60)
@@ -12,6 +13,9 @@ DBQUEUE_STOP_TIMEOUT     OPTIONS STOP_TIMEOUT seconds, as JSON (default null: fi
 DBQUEUE_CANCEL_GRACE     OPTIONS CANCEL_GRACE_SECONDS (default 10)
 DBQUEUE_CONTROL_INTERVAL OPTIONS CONTROL_INTERVAL (default 1)
 DBQUEUE_FAIRNESS_WEIGHTS OPTIONS FAIRNESS_WEIGHTS as JSON, e.g. {"vip": 3} (default: none)
+DBQUEUE_MAX_ARGUMENTS_BYTES OPTIONS MAX_ARGUMENTS_BYTES (default 1000000; tests of the limit lower it)
+DBQUEUE_UNDEPLOYED_GRACE OPTIONS UNDEPLOYED_TASK_GRACE_SECONDS (default 900)
+DBQUEUE_OLD_RELEASE      1: demo.deploy_tasks as an older release has it, without call_partner
 DBQUEUE_USE_TZ     0 for USE_TZ = False (default 1)
 DBQUEUE_TIME_ZONE  TIME_ZONE (default UTC), e.g. America/New_York to test naive local times
 """
@@ -80,7 +84,11 @@ TEMPLATES = [
 
 _engine = os.environ.get("DBQUEUE_DATABASE", "sqlite")
 _name = os.environ.get("DBQUEUE_DB_NAME", "dbqueue")
-if _engine == "mariadb":
+if _engine in ("mariadb", "mysql"):
+    # Both through Django's MySQL backend. MariaDB is the system's server on
+    # 3306; MySQL is Oracle's, from tests/mysql_server.py, and its test
+    # database has MySQL's own default collation, as users get it.
+    _mysql = _engine == "mysql"
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.mysql",
@@ -88,9 +96,13 @@ if _engine == "mariadb":
             "USER": os.environ.get("DBQUEUE_DB_USER", "root"),
             "PASSWORD": os.environ.get("DBQUEUE_DB_PASSWORD", ""),
             "HOST": os.environ.get("DBQUEUE_DB_HOST", "127.0.0.1"),
-            "PORT": os.environ.get("DBQUEUE_DB_PORT", "3306"),
+            "PORT": os.environ.get("DBQUEUE_DB_PORT")
+            or (os.environ.get("DBQUEUE_MYSQL_PORT", "3307") if _mysql else "3306"),
             "OPTIONS": {"charset": "utf8mb4"},
-            "TEST": {"CHARSET": "utf8mb4", "COLLATION": "utf8mb4_unicode_ci"},
+            "TEST": {
+                "CHARSET": "utf8mb4",
+                "COLLATION": "utf8mb4_0900_ai_ci" if _mysql else "utf8mb4_unicode_ci",
+            },
         }
     }
     if not USE_TZ:
@@ -119,14 +131,20 @@ elif _engine == "sqlite":
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": _path,
             # Worker processes share the file: WAL lets readers run beside the
-            # one writer, and the timeout makes writers wait instead of failing.
-            "OPTIONS": {"timeout": 30, "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
+            # one writer, the timeout makes writers wait instead of failing, and
+            # IMMEDIATE transactions take the write lock at BEGIN, so one that
+            # reads then writes never fails at once with "database is locked".
+            "OPTIONS": {
+                "timeout": 30,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
             # A file, not :memory:, so that subprocess workers see the test database.
             "TEST": {"NAME": str(_path.with_name("test_" + _path.name))},
         }
     }
 else:
-    raise RuntimeError(f"DBQUEUE_DATABASE must be sqlite, mariadb or postgres, not {_engine!r}.")
+    raise RuntimeError(f"DBQUEUE_DATABASE must be sqlite, mariadb, mysql or postgres, not {_engine!r}.")
 
 TASKS = {
     "default": {
@@ -144,6 +162,8 @@ TASKS = {
             "CANCEL_GRACE_SECONDS": float(os.environ.get("DBQUEUE_CANCEL_GRACE", "10")),
             "CONTROL_INTERVAL": float(os.environ.get("DBQUEUE_CONTROL_INTERVAL", "1")),
             "FAIRNESS_WEIGHTS": json.loads(os.environ.get("DBQUEUE_FAIRNESS_WEIGHTS", "{}")),
+            "MAX_ARGUMENTS_BYTES": int(os.environ.get("DBQUEUE_MAX_ARGUMENTS_BYTES", "1000000")),
+            "UNDEPLOYED_TASK_GRACE_SECONDS": float(os.environ.get("DBQUEUE_UNDEPLOYED_GRACE", "900")),
         },
     }
 }

@@ -13,10 +13,12 @@ from django.core.management.base import CommandError, CommandParser
 
 from django_dbqueue.backend import DatabaseBackend
 from django_dbqueue.db import DB_ERRORS, is_outage
+from django_dbqueue.limits import MAX_SECONDS
 from django_dbqueue.operations.pausing import UnknownQueue, check_queue
 from django_dbqueue.operations.stats import Snapshot, snapshot
 from django_dbqueue.routing import queue_backends
 from django_dbqueue.schema import not_migrated_message, unapplied_migrations
+from django_dbqueue.shown import shown
 from django_dbqueue.tasks_api import DEFAULT_TASK_BACKEND_ALIAS, InvalidTaskBackend, task_backends
 
 
@@ -62,21 +64,28 @@ def require_schema(backend: DatabaseBackend) -> None:
         raise CommandError(not_migrated_message(backend.alias, backend.database, unapplied))
 
 
-def positive(text: str) -> float:
-    """An argparse type: a finite number above zero."""
+def positive(text: str, most: float = MAX_SECONDS) -> float:
+    """An argparse type: a number above zero and at most ``most`` (a
+    duration that still fits the date and wait arithmetic it feeds)."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number.") from None
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not a number.") from None
     if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number above zero.")
+        raise argparse.ArgumentTypeError(f"{shown(text)} must be a number above zero.")
+    if value > most:
+        raise argparse.ArgumentTypeError(f"{shown(text)} must be at most {most:,.0f}.")
     return value
+
+
+def positive_minutes(text: str) -> float:
+    return positive(text, MAX_SECONDS / 60)
 
 
 def add_snapshot_arguments(parser: CommandParser, minutes_help: str, several: bool = False) -> None:
     """``--minutes`` (the window), ``--queue`` (repeatable) and ``--backend``
     (with ``several``: repeatable, and every backend when left out)."""
-    parser.add_argument("--minutes", type=positive, default=5.0, help=minutes_help)
+    parser.add_argument("--minutes", type=positive_minutes, default=5.0, help=minutes_help)
     parser.add_argument("--queue", action="append", dest="queues", metavar="NAME", help="Only this queue.")
     if not several:
         add_backend_argument(parser)

@@ -5,8 +5,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.translation import ngettext
 
-from django_dbqueue.operations.retention import BATCH, expired, prune
-from django_dbqueue.options import OUTCOMES
+from django_dbqueue.operations.retention import prune
+from django_dbqueue.options import MAX_RETENTION_DAYS, OUTCOMES
+from django_dbqueue.transitions.pruning import BATCH, expired
 
 from ._common import add_backend_argument, positive, queue_backend
 
@@ -22,7 +23,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--older-than",
-            type=positive,
+            type=older_than,
             metavar="DAYS",
             help="Prune every outcome (or those of --status) older than DAYS, instead of RETENTION.",
         )
@@ -91,3 +92,8 @@ def finished(n: int, days: float) -> str:
     # ngettext wants a count; a retention may be 0.5 days.
     ago = ngettext("%(days)g day ago", "%(days)g days ago", 1 if days == 1 else 2) % {"days": days}
     return f"{jobs} finished more than {ago}"
+
+
+def older_than(text: str) -> float:
+    """``--older-than``: days above zero, at most RETENTION's bound."""
+    return positive(text, MAX_RETENTION_DAYS)

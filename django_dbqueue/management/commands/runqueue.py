@@ -7,9 +7,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_dbqueue.backend import DatabaseBackend
 from django_dbqueue.worker import Supervisor
-from django_dbqueue.worker.supervisors import SupervisorGroup
+from django_dbqueue.worker.supervisor.group import SupervisorGroup
 
+from ...limits import MAX_SECONDS
 from ...options import MAX_BATCH_SIZE
+from ...shown import shown
 from ...tasks_api import DEFAULT_TASK_BACKEND_ALIAS
 from ._common import backend_aliases, queue_backend, require_schema
 
@@ -148,8 +150,10 @@ def _stop_timeout(value: str) -> float | None:
         seconds = float(value)
     except ValueError:
         seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds (0 or more) or 'none', not {value!r}")
+    if not 0 <= seconds <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds from 0 to {MAX_SECONDS:,} (366 days) or 'none', not {shown(value)}"
+        )
     return seconds
 
 
@@ -163,14 +167,15 @@ def _configure_logging(verbosity: int) -> None:
 
 
 def _serve_metrics(backend: DatabaseBackend, supervisor: Supervisor, port: int, addr: str) -> None:
-    """The supervisor's own thread serves the metrics: it sees every worker's counts (worker/metrics)."""
+    """The supervisor's own thread serves the metrics: it sees every worker's
+    counts (worker/supervisor/runqueue_metrics.py)."""
     from django.core.exceptions import ImproperlyConfigured
 
-    from django_dbqueue.worker import metrics
+    from django_dbqueue.worker.supervisor import runqueue_metrics
 
     _in_range("--metrics-port", port, 1, 65535)
     try:
-        metrics.serve(port, addr, backend, supervisor.state)
+        runqueue_metrics.serve(port, addr, backend, supervisor.state)
     except ImproperlyConfigured as exc:
         raise CommandError(str(exc)) from exc
     except OSError as exc:

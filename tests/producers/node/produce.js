@@ -81,7 +81,7 @@ async function main() {
       keywords: await insert(db, 'demo.tasks.add', [], { a: 1, b: 2 }, 'default'),
       unicode: await insert(db, 'demo.tasks.record', ['node: Grüße ✓'], {}, 'default'),
       called: await call(db, 'demo.tasks.send_welcome', [7], {}, 'email', 10),
-      unknown_task: await insert(db, 'demo.tasks.nothing_here', [], {}, 'default'),
+      unknown_task: await insert(db, 'demo.nothing_here.task', [], {}, 'default'),
       wrong_arity: await call(db, 'demo.tasks.add', [1, 2, 3], {}, null, null),
     };
     const refused = {};

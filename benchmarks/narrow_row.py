@@ -1,0 +1,265 @@
+"""What the server spends on a job's claim and outcome, in plain SQL, for
+four designs of the job table (issue 33: move less of the wide row). Each
+design drains the same N no-op jobs through one MySQLdb client with the
+statements that design would send, batches of 100, and is timed by the
+server process's own CPU seconds (``/proc``, as server_cpu.py), beside the
+ceiling's drain in the same round:
+
+- ``today``: the job table as migrated, today's statements (docs/statements.md):
+  read candidates, lock them, mark them RUNNING with a lease; one UPDATE of
+  the outcomes. The claim moves 5 secondary-index entries, the outcome 6.
+- ``partial``: ``today`` with the concurrency-key and batch indexes made
+  partial: on a virtual column that is NULL for a job without that key, so
+  a status change moves nothing there (3 entries at claim, 4 at outcome).
+- ``middle``: due jobs in a narrow ``ready`` table (claimed with SKIP
+  LOCKED, deleted at claim), running ones in a narrow ``claimed`` table
+  (job, worker), the lease per worker (no lease column written); the wide
+  row's ``status`` still written at claim, so it reads RUNNING, with no
+  index of the wide row moving but ``(status, id)`` (and ``finished_at``
+  at the outcome).
+- ``once``: as ``middle``, but the wide row is written once, at the
+  outcome: RUNNING is a row of ``claimed``, not of the job table.
+
+    DBQUEUE_BENCH_DB=proto .venv/bin/python benchmarks/narrow_row.py [N] [ROUNDS] [--only a,b]
+
+``DBQUEUE_DATABASE=mysql`` for the MySQL server of ``./dev mysql``. The server
+must run on this host and serve nothing else meanwhile.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import common  # noqa: E402
+from server_cpu import cpu_seconds, server_pid  # noqa: E402
+
+BATCH = 100
+WIDE = "proto_job"
+OUTCOME = (
+    "status = 'SUCCESSFUL', attempts = attempts + 1, started_at = NOW(6), last_attempted_at = NOW(6), "
+    "finished_at = NOW(6), worker_ids = '[\"w\"]', owner = NULL, unique_key = NULL, "
+    "cancel_requested_at = NULL, suspect = 0, return_value = 'null'"
+)
+
+
+def marks(ids: list[int]) -> str:
+    return ",".join(["%s"] * len(ids))
+
+
+class Today:
+    """The job table and the statements the queue sends now."""
+
+    claim_rows = f"SELECT id FROM {WIDE} WHERE status = 'READY' AND run_after <= NOW(6) AND queue_name = 'default' AND concurrency_key IS NULL AND rate_key IS NULL AND fairness_key IS NULL ORDER BY priority DESC, run_after, id LIMIT {BATCH}"  # noqa: E501
+
+    def create(self, cur) -> None:
+        cur.execute(f"CREATE TABLE {WIDE} LIKE django_dbqueue_job")
+
+    def fill(self, cur, n: int) -> None:
+        rows = [("demo.tasks.noop",)] * 1000
+        for start in range(0, n, 1000):
+            cur.executemany(f"INSERT INTO {WIDE} (task_path) VALUES (%s)", rows[: n - start])
+
+    def claim(self, conn, cur, worker: str) -> list[int] | None:
+        cur.execute(self.claim_rows)
+        candidates = [row[0] for row in cur.fetchall()]
+        if not candidates:
+            conn.commit()
+            return None
+        cur.execute(
+            f"SELECT * FROM {WIDE} WHERE run_after <= NOW(6) AND status = 'READY' "
+            f"AND id IN ({marks(candidates)}) FOR UPDATE SKIP LOCKED",
+            candidates,
+        )
+        ids = [row[0] for row in cur.fetchall()]
+        if ids:
+            cur.execute(
+                f"UPDATE {WIDE} SET lease_expires_at = NOW(6) + INTERVAL 60 SECOND, claimed_at = NOW(6), "
+                f"status = 'RUNNING', owner = %s WHERE id IN ({marks(ids)})",
+                [worker, *ids],
+            )
+        conn.commit()
+        return ids
+
+    def finish(self, conn, cur, worker: str, ids: list[int]) -> None:
+        cur.execute(
+            f"UPDATE {WIDE} SET {OUTCOME}, lease_expires_at = NULL WHERE id IN ({marks(ids)}) "
+            "AND owner = %s AND status = 'RUNNING' AND has_dependants = 0",
+            [*ids, worker],
+        )
+        conn.commit()
+
+
+class Partial(Today):
+    """The key and batch indexes on virtual columns, NULL for a job without the key."""
+
+    def create(self, cur) -> None:
+        super().create(cur)
+        cur.execute(
+            f"ALTER TABLE {WIDE} DROP INDEX dbqueue_job_key_status, DROP INDEX dbqueue_job_batch_status"
+        )
+        cur.execute(
+            f"ALTER TABLE {WIDE} "
+            "ADD COLUMN key_status VARCHAR(10) AS (IF(concurrency_key IS NULL, NULL, status)) VIRTUAL, "
+            "ADD COLUMN batch_status VARCHAR(10) AS (IF(batch_id IS NULL, NULL, status)) VIRTUAL, "
+            "ADD INDEX proto_key_status (concurrency_key, key_status), "
+            "ADD INDEX proto_batch_status (batch_id, batch_status)"
+        )
+
+
+class Middle(Partial):
+    """Narrow ready and claimed tables; the wide row's status still written at claim."""
+
+    def create(self, cur) -> None:
+        super().create(cur)
+        # The claim reads the ready table, the lease is the worker's: neither index is written.
+        cur.execute(f"ALTER TABLE {WIDE} DROP INDEX dbqueue_job_claim_keys, DROP INDEX dbqueue_job_lease")
+        cur.execute(
+            "CREATE TABLE proto_ready (job_id BIGINT NOT NULL PRIMARY KEY, queue_name VARCHAR(64) NOT NULL, "
+            "priority SMALLINT NOT NULL, run_after DATETIME(6) NOT NULL, "
+            "INDEX proto_ready_claim (queue_name, priority DESC, run_after, job_id))"
+        )
+        cur.execute(
+            "CREATE TABLE proto_claimed (job_id BIGINT NOT NULL PRIMARY KEY, worker VARCHAR(128) NOT NULL, "
+            "INDEX proto_claimed_worker (worker))"
+        )
+
+    def fill(self, cur, n: int) -> None:
+        super().fill(cur, n)
+        cur.execute(f"INSERT INTO proto_ready SELECT id, queue_name, priority, run_after FROM {WIDE}")
+
+    def take(self, conn, cur, worker: str) -> list[int] | None:
+        cur.execute(
+            "SELECT job_id FROM proto_ready WHERE queue_name = 'default' AND run_after <= NOW(6) "
+            f"ORDER BY priority DESC, run_after, job_id LIMIT {BATCH} FOR UPDATE SKIP LOCKED"
+        )
+        ids = [row[0] for row in cur.fetchall()]
+        if not ids:
+            conn.commit()
+            return None
+        cur.execute(f"DELETE FROM proto_ready WHERE job_id IN ({marks(ids)})", ids)
+        claimed = [(job, worker) for job in ids]
+        cur.executemany("INSERT INTO proto_claimed (job_id, worker) VALUES (%s, %s)", claimed)
+        return ids
+
+    def claim(self, conn, cur, worker: str) -> list[int] | None:
+        ids = self.take(conn, cur, worker)
+        if ids:
+            cur.execute(
+                f"UPDATE {WIDE} SET status = 'RUNNING', owner = %s, claimed_at = NOW(6) "
+                f"WHERE id IN ({marks(ids)})",
+                [worker, *ids],
+            )
+            conn.commit()
+            self.read(cur, ids)
+        return ids
+
+    def read(self, cur, ids: list[int]) -> None:
+        cur.execute(f"SELECT * FROM {WIDE} WHERE id IN ({marks(ids)})", ids)
+        cur.fetchall()
+
+    def unclaim(self, cur, worker: str, ids: list[int]) -> None:
+        cur.execute(
+            f"DELETE FROM proto_claimed WHERE job_id IN ({marks(ids)}) AND worker = %s", [*ids, worker]
+        )
+
+    def finish(self, conn, cur, worker: str, ids: list[int]) -> None:
+        cur.execute(
+            f"UPDATE {WIDE} SET {OUTCOME} WHERE id IN ({marks(ids)}) AND owner = %s AND status = 'RUNNING'",
+            [*ids, worker],
+        )
+        self.unclaim(cur, worker, ids)
+        conn.commit()
+
+
+class Once(Middle):
+    """As Middle, but the wide row is written only at the outcome."""
+
+    def claim(self, conn, cur, worker: str) -> list[int] | None:
+        ids = self.take(conn, cur, worker)
+        if ids:
+            conn.commit()
+            self.read(cur, ids)
+        return ids
+
+    def finish(self, conn, cur, worker: str, ids: list[int]) -> None:
+        self.unclaim(cur, worker, ids)
+        cur.execute(
+            f"UPDATE {WIDE} SET {OUTCOME.replace(', owner = NULL', '')} WHERE id IN ({marks(ids)}) "
+            "AND status = 'READY'",
+            ids,
+        )
+        conn.commit()
+
+
+DESIGNS = {"today": Today, "partial": Partial, "middle": Middle, "once": Once}
+
+
+def drop(cur) -> None:
+    for table in (WIDE, "proto_ready", "proto_claimed"):
+        cur.execute(f"DROP TABLE IF EXISTS {table}")
+
+
+def drain(design, n: int, pid: int | None) -> tuple[float, float]:
+    """Jobs/s and the server's CPU µs a job, one client draining ``n`` jobs."""
+    conn = common.raw_connect()
+    cur = conn.cursor()
+    drop(cur)
+    design.create(cur)
+    design.fill(cur, n)
+    conn.commit()
+    server, wall, done = cpu_seconds(pid), time.perf_counter(), 0
+    while (ids := design.claim(conn, cur, "w1")) is not None:
+        if ids:
+            design.finish(conn, cur, "w1", ids)
+            done += len(ids)
+    wall, server = time.perf_counter() - wall, cpu_seconds(pid) - server
+    cur.execute(f"SELECT COUNT(*) FROM {WIDE} WHERE status = 'SUCCESSFUL' AND attempts = 1")
+    (finished,) = cur.fetchone()
+    assert done == finished == n, f"{finished} of {n} jobs finished once"
+    drop(cur)
+    conn.close()
+    return n / wall, server / n * 1e6
+
+
+def main() -> None:
+    numbers = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
+    n = int(numbers[0]) if numbers else 20_000
+    rounds = int(numbers[1]) if len(numbers) > 1 else 3
+    only = next((arg.split("=", 1)[1] for arg in sys.argv if arg.startswith("--only=")), ",".join(DESIGNS))
+    common.configure()
+    common.create_database()
+    import ceiling
+
+    pid = server_pid()
+    if pid is None:
+        print("The server's process is not on this host (or not readable): its CPU shows as nan.")
+    figures: dict[str, list[float]] = {}
+    try:
+        for number in range(1, rounds + 1):
+            before = cpu_seconds(pid)
+            rate = ceiling.drain(n, 1)["jobs_per_s"]
+            server = (cpu_seconds(pid) - before) / n * 1e6
+            figures.setdefault("ceiling", []).append(server)
+            print(f"round {number}: ceiling  {rate:8,.0f} jobs/s, server {server:6.1f} µs a job", flush=True)
+            names = only.split(",")
+            for name in names if number % 2 else reversed(names):
+                rate, server = drain(DESIGNS[name](), n, pid)
+                figures.setdefault(name, []).append(server)
+                line = f"round {number}: {name:8} {rate:8,.0f} jobs/s, server {server:6.1f} µs a job"
+                print(line, flush=True)
+    finally:
+        ceiling.cleanup()
+        common.drop_database()
+    print(f"\nserver CPU a job, median of {rounds} rounds (µs; ratio to today's):")
+    today = common.median(figures["today"]) if "today" in figures else None
+    for name, values in figures.items():
+        ratio = f"{common.median(values) / today:.2f}x" if today else "-"
+        print(f"  {name:8} {common.median(values):6.1f}   {ratio}")
+
+
+if __name__ == "__main__":
+    main()
