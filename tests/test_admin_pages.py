@@ -186,6 +186,48 @@ def test_the_timeline_keeps_each_attempt_in_order_when_the_clocks_disagree(admin
     shown = html.split('class="dbqueue-timeline"')[1].split("</ol>")[0]
     assert re.findall(r"</time> ([^<]+)</li>", shown) == expected
 
+    # The worker's estimate of the database's clock may also put a start a
+    # little before the claim the database stamped: the claim is still the
+    # last run's. A claim after the last run that never started it (a cancel
+    # before the start) is told by its entry instead.
+    succeeded = job(
+        status="SUCCESSFUL",
+        attempts=2,
+        enqueued_at=now - timedelta(minutes=5),
+        started_at=now - timedelta(minutes=4),
+        claimed_at=now - timedelta(minutes=3) + ms,
+        last_attempted_at=now - timedelta(minutes=3),
+        finished_at=now - timedelta(minutes=2),
+        worker_ids=["web-1:42:0", "web-2:43:0"],
+        errors=[error("builtins.ValueError", "Traceback", now - timedelta(minutes=4) + ms, "web-1:42:0")],
+    )
+    assert [event.what for event in timeline(succeeded)] == [
+        "Enqueued",
+        "Started (first attempt)",
+        "Attempt 1 failed with ValueError",
+        "Attempt 2 claimed by web-2:43:0",
+        "Attempt 2 started",
+        "Finished: SUCCESSFUL",
+    ]
+    cancelled = {
+        **error("django_dbqueue.exceptions.JobCancelled", "", now - timedelta(minutes=2), "web-2:43:0")
+    }
+    cancelled.update(attempt=2, spent=False)
+    Job.objects.filter(pk=succeeded.pk).update(
+        status="CANCELLED",
+        attempts=1,
+        last_attempted_at=succeeded.started_at,
+        errors=[*succeeded.errors, cancelled],
+    )
+    succeeded.refresh_from_db()
+    assert [event.what for event in timeline(succeeded)] == [
+        "Enqueued",
+        "Started (first attempt)",
+        "Attempt 1 failed with ValueError",
+        "Cancelled before attempt 2 started",
+        "Finished: CANCELLED",
+    ]
+
     retrying = job(
         attempts=1,
         enqueued_at=now - timedelta(minutes=2),

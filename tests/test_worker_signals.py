@@ -4,13 +4,17 @@ worker runs: no database, a forked process and real signals."""
 import os
 import select
 import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 from django_dbqueue.worker.process.signals import ForcedStop, StopSignals
 from django_dbqueue.worker.threads import main_thread_signals
 
 ROUNDS = 20
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def sleeper(report: int) -> None:
@@ -68,3 +72,35 @@ def test_a_second_signal_and_sigquit_arriving_together_stop_the_main_thread_at_o
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         os.close(read)
+
+
+STORM = """
+import signal, sys, time
+from django_dbqueue.worker.threads import Wake
+
+current = None
+signal.signal(signal.SIGALRM, lambda signum, frame: current.set())
+signal.setitimer(signal.ITIMER_REAL, 0.0002, 0.0002)
+woken = rounds = 0
+deadline = time.monotonic() + 3
+while time.monotonic() < deadline:
+    current = Wake()
+    woken += current.wait(0.0001)
+    rounds += 1
+signal.setitimer(signal.ITIMER_REAL, 0)
+print(rounds, woken)
+"""
+
+
+def test_the_loops_wake_up_can_be_set_by_a_signal_handler_while_the_main_thread_waits_on_it():
+    # A worker's stop handler wakes its idle loop. With a threading.Event, a
+    # signal arriving as the main thread's wait() woke (its lock held for an
+    # instant) made the handler wait for that lock forever: a SIGTERMed worker
+    # never stopped. A signal every 0.2 ms against waits of 0.1 ms: an Event
+    # hangs within a second or two here; Wake must run every round.
+    done = subprocess.run(
+        [sys.executable, "-c", STORM], capture_output=True, text=True, timeout=60, cwd=ROOT, check=False
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rounds, woken = map(int, done.stdout.split())
+    assert rounds > 1000 and 0 < woken <= rounds, (rounds, woken)

@@ -142,7 +142,18 @@ def _claim(job: Job) -> Event | None:
         return Event(when, f"Attempt {number} claimed by {worker} ({how})", (number, CLAIMED))
     ran = job.last_attempted_at
     workers = job.worker_ids if isinstance(job.worker_ids, list) else []
-    if ran is None or when > ran or not workers:
+    if ran is None or not workers:
+        return None
+    if job.status in (Status.READY, Status.WAITING):
+        # Waiting again: a claim after the last start was given back unstarted.
+        if when > ran:
+            return None
+    elif any(not entry.spent and entry.number > job.attempts for entry in entries(job)):
+        # Finished by a run that never started (a cancel before the start):
+        # the claim is that run's, told by its entry. Otherwise the claim is
+        # the last run's even when it reads a little after the start: the
+        # worker stamps the start by its estimate of the database's clock,
+        # which may lag the database's own stamp of the claim.
         return None
     return Event(when, f"Attempt {job.attempts} claimed by {workers[-1]}", (job.attempts, CLAIMED))
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import random
-import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -28,6 +27,7 @@ from ...status import Status
 from ..housekeeping.heartbeat import Heartbeat, HeartbeatThread
 from ..housekeeping.roster import owner_name
 from ..shared import SharedState, safety_margin
+from ..threads import Wake
 from .claims import Claims
 from .execution import JobRunner
 from .giveback import GiveBack, HoldWatch
@@ -79,7 +79,7 @@ class Worker:
         self.slot = self.state.slot(slot)
         self.processed = self.failed = 0
         self.stopping = False
-        self.wake = threading.Event()
+        self.wake = Wake()  # set by the stop signal's handler: not a threading.Event
         self.hand = BatchInHand(self.lease)
         self.stop_requested_at: float | None = None
         self.outage = Outage(f"Worker {self.name}", self.config.RECONNECT_BACKOFF_MAX)
