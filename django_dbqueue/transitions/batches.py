@@ -23,6 +23,7 @@ from django.db import connections
 from .. import tables
 from ..clock import DbNow
 from ..status import Status
+from .rows import of_batch
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -74,7 +75,7 @@ def members(using: str, batch_id: int, status: str, after: int, size: int) -> li
     """Lock the next ``size`` members of ``status`` past the id ``after``,
     in id order (one range of the (batch, status) index); returns their
     ``(id, has_dependants)``."""
-    rows = _jobs(using).filter(batch_id=batch_id, status=status, pk__gt=after).order_by("pk")
+    rows = of_batch(_jobs(using), batch_id, [status]).filter(pk__gt=after).order_by("pk")
     return list(rows.select_for_update().values_list("pk", "has_dependants")[:size])
 
 

@@ -31,6 +31,7 @@ from .. import tables
 from ..clock import DbNow
 from ..status import Status
 from .own_jobs import insert_callbacks
+from .rows import of_batch
 
 UNFINISHED = (Status.READY, Status.RUNNING, Status.WAITING)
 FAILURES = (Status.FAILED, Status.CANCELLED)
@@ -71,7 +72,7 @@ def unlocked_member(using: str, batch_id: int) -> bool:
     instead of past the entries the claims have just moved out of it
     (measured: 1.1-1.9 ms instead of 1.7-9.4 ms on a 20,000-job batch)."""
     for status in UNFINISHED:
-        members = _jobs(using).filter(batch_id=batch_id, status=status).order_by("-pk")
+        members = of_batch(_jobs(using), batch_id, [status]).order_by("-pk")
         if status == Status.WAITING:
             members = members.filter(waits(using))
         if members.select_for_update(skip_locked=True).values_list("pk", flat=True)[:1]:

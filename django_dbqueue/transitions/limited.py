@@ -15,7 +15,7 @@ from .. import tables
 from ..clock import DbNow
 from ..db import lock_if_serialised, retry_on_conflict
 from .claim import CLAIM_ORDER, _claim_key, _claimable, _mark_claimed
-from .rows import DEFAULT_LEASE, READY, RUNNING, JobRows
+from .rows import DEFAULT_LEASE, READY, RUNNING, JobRows, keyed
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -53,10 +53,7 @@ class LimitedQuerySet(JobRows):
             if not mine:
                 return []
             running = dict(
-                rows.filter(concurrency_key__in=mine, status=RUNNING)
-                .order_by()
-                .values_list("concurrency_key")
-                .annotate(Count("pk"))
+                keyed(rows, mine, [RUNNING]).order_by().values_list("concurrency_key").annotate(Count("pk"))
             )
             due = rows.filter(status=READY, queue_name__in=queues, run_after__lte=DbNow())
             picked = []

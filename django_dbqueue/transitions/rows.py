@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import models
+from django.db.models import OuterRef
 from django.db.models.expressions import RawSQL
 
 from ..clock import DbNow
@@ -67,6 +68,76 @@ class JobRows(models.QuerySet["Job", "Job"]):
 
     def finished(self) -> Self:
         return self.filter(status__in=FINISHED)
+
+
+class IndexedStatus(models.Func):
+    """A job's ``status`` as a partial index of the job table holds it.
+    PostgreSQL and SQLite index the status itself, for the rows the index
+    serves (``WHERE concurrency_key IS NOT NULL``). MySQL and MariaDB have
+    no partial indexes and their optimizers do not see that a virtual
+    column's expression is the status: the index is on that virtual column
+    (``column``, the status where the key is set, NULL elsewhere), and a
+    query must name it to use both parts of the index."""
+
+    template = "%(expressions)s"
+    output_field = models.CharField()
+
+    def __init__(self, column: str) -> None:
+        super().__init__(models.F("status"))
+        self.column = column
+
+    def as_mysql(self, compiler, connection, **extra_context):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+        status, params = compiler.compile(self.get_source_expressions()[0])
+        if not has_virtual_status(connection):
+            return status, params
+        return f"{status.rsplit('.', 1)[0]}.{connection.ops.quote_name(self.column)}", params
+
+
+_VIRTUAL_STATUS: dict[tuple[str, str], bool] = {}
+
+
+def has_virtual_status(connection: Any) -> bool:
+    """Whether this MySQL/MariaDB database's job table has migration 0020's
+    virtual columns: a table made from the models without migrations (a
+    test database with ``"MIGRATE": False``) has plain indexes instead, and
+    the queries then name ``status``. Asked once per database a process uses."""
+    key = (connection.alias, str(connection.settings_dict["NAME"]))
+    if key not in _VIRTUAL_STATUS:
+        from ..tables import job
+
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT COUNT(*) FROM information_schema.columns "
+                "WHERE table_schema = DATABASE() AND table_name = %s AND column_name = 'keyed_status'",
+                [job()._meta.db_table],
+            )
+            _VIRTUAL_STATUS[key] = bool(cursor.fetchone()[0])
+    return _VIRTUAL_STATUS[key]
+
+
+def forget_virtual_status(**kwargs: Any) -> None:
+    """post_migrate's receiver: ask again, the table may have changed."""
+    _VIRTUAL_STATUS.clear()
+
+
+def keyed(
+    rows: models.QuerySet, keys: list[str] | models.Expression | OuterRef, statuses: Iterable[str]
+) -> Any:
+    """``rows`` of the concurrency ``keys`` (a list, or one key as an
+    expression: an OuterRef) in ``statuses``, read through the partial key
+    index (migration 0020). Any queryset of jobs: transitions read through
+    ``_base_manager``, which is no JobRows."""
+    by_key = {"concurrency_key__in": keys} if isinstance(keys, list) else {"concurrency_key": keys}
+    return rows.filter(**by_key).alias(keyed=IndexedStatus("keyed_status")).filter(keyed__in=list(statuses))
+
+
+def of_batch(
+    rows: models.QuerySet, batch_id: int | models.Expression | OuterRef, statuses: Iterable[str]
+) -> Any:
+    """The members of ``batch_id`` among ``rows`` in ``statuses``, read
+    through the partial batch index (migration 0020)."""
+    indexed = IndexedStatus("batched_status")
+    return rows.filter(batch_id=batch_id).alias(batched=indexed).filter(batched__in=list(statuses))
 
 
 def listed(ids: Iterable[int]) -> RawSQL:

@@ -19,6 +19,7 @@ from ..transitions.batches import (
     still,
 )
 from ..transitions.cascade import Budget, Cascade, batch_finished, jobs_finished
+from ..transitions.rows import of_batch
 from .models import BatchStatus
 
 # How long one chunk of a cascade may run, at most, whatever its rows.
@@ -35,7 +36,7 @@ class CancelBatch:
         batch_id = int(params["batch"])
         if not decide_cancel(using, batch_id):
             return None
-        return int(_jobs(using).filter(batch_id=batch_id, status__in=UNSTARTED).count())
+        return int(of_batch(_jobs(using), batch_id, UNSTARTED).count())
 
     def chunk(self, using: str, params: dict[str, Any], cursor: Any, size: int) -> Step:
         batch_id = int(params["batch"])
@@ -63,7 +64,7 @@ class RetryBatch:
 
     def decide(self, using: str, params: dict[str, Any]) -> int | None:
         batch_id = int(params["batch"])
-        count = int(_jobs(using).filter(batch_id=batch_id, status__in=RETRIED).count())
+        count = int(of_batch(_jobs(using), batch_id, RETRIED).count())
         if not count:
             return None  # reopened with no member left to finish, it would never complete
         sealed = decide_retry(using, batch_id)

@@ -1,0 +1,118 @@
+"""The concurrency-key and batch indexes hold only the jobs with a key or a
+batch (migration 0020): partial indexes on PostgreSQL and SQLite, virtual
+columns on MySQL and MariaDB, which the queue's queries name there."""
+
+import json
+
+import pytest
+from django.db import connection
+
+from django_dbqueue.models import Job
+from django_dbqueue.status import Status
+from django_dbqueue.transitions.rows import keyed, of_batch
+from django_dbqueue.workflows.models import Batch
+from tests.conftest import DATABASE, MYSQL_FAMILY
+
+pytestmark = pytest.mark.django_db
+TABLE = Job._meta.db_table
+INDEXES = {"dbqueue_job_keyed_status": "concurrency_key", "dbqueue_job_batched_status": "batch_id"}
+
+
+def index_definitions() -> dict[str, str]:
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s", [TABLE])
+        elif connection.vendor == "sqlite":
+            cursor.execute(
+                "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = %s", [TABLE]
+            )
+        else:
+            cursor.execute(
+                "SELECT index_name, GROUP_CONCAT(column_name ORDER BY seq_in_index) "
+                "FROM information_schema.statistics "
+                "WHERE table_schema = DATABASE() AND table_name = %s GROUP BY index_name",
+                [TABLE],
+            )
+        return {name: definition for name, definition in cursor.fetchall()}
+
+
+def test_each_index_holds_only_the_rows_it_serves():
+    found = index_definitions()
+    assert "dbqueue_job_key_status" not in found and "dbqueue_job_batch_status" not in found
+    for index, key in INDEXES.items():
+        if connection.vendor in ("postgresql", "sqlite"):
+            plain = found[index].replace('"', "").replace("(", "").replace(")", "")
+            assert f"WHERE {key} IS NOT NULL" in plain, found[index]
+            continue
+        virtual = {"concurrency_key": "keyed_status", "batch_id": "batched_status"}[key]
+        assert found[index] == f"{key},{virtual}"
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT generation_expression, extra FROM information_schema.columns "
+                "WHERE table_schema = DATABASE() AND table_name = %s AND column_name = %s",
+                [TABLE, virtual],
+            )
+            expression, extra = cursor.fetchone()
+        assert "VIRTUAL" in extra.upper() and key in expression and "status" in expression
+
+
+def test_the_queries_find_the_rows_of_each_status():
+    batch = Batch.objects.create()
+    jobs = [
+        Job.objects.create(
+            task_path="demo.tasks.noop", concurrency_key="k", concurrency_limit=2, status=status
+        )
+        for status in (Status.READY, Status.RUNNING, Status.RUNNING, Status.SUCCESSFUL)
+    ]
+    members = [Job.objects.create(task_path="demo.tasks.noop", batch=batch, status=s) for s in Status.values]
+    Job.objects.create(task_path="demo.tasks.noop", status=Status.RUNNING)  # neither keyed nor a member
+
+    assert sorted(keyed(Job.objects.all(), ["k"], [Status.RUNNING]).values_list("pk", flat=True)) == [
+        jobs[1].pk,
+        jobs[2].pk,
+    ]
+    assert keyed(Job.objects.all(), ["k", "other"], [Status.READY, Status.SUCCESSFUL]).count() == 2
+    for member in members:
+        assert list(of_batch(Job.objects.all(), batch.pk, [member.status]).values_list("pk", flat=True)) == [
+            member.pk
+        ]
+
+
+@pytest.mark.skipif(DATABASE not in MYSQL_FAMILY, reason="EXPLAIN FORMAT=JSON of MySQL and MariaDB")
+def test_on_mysql_and_mariadb_the_queries_use_both_parts_of_each_index():
+    # Naming status instead of the virtual column uses the index's first
+    # part only: every job a key or a batch ever had, finished ones too.
+    Job.objects.bulk_create(
+        [
+            Job(task_path="demo.tasks.noop", concurrency_key=f"k{n % 7}", status=Status.SUCCESSFUL)
+            for n in range(300)
+        ]
+    )
+    cases = {
+        "dbqueue_job_keyed_status": keyed(Job.objects.all(), ["k1", "k2"], [Status.RUNNING]),
+        "dbqueue_job_batched_status": of_batch(Job.objects.all(), 5, [Status.READY]),
+    }
+    for index, rows in cases.items():
+        sql, params = rows.values_list("pk").query.sql_with_params()
+        with connection.cursor() as cursor:
+            if not connection.mysql_is_mariadb:  # MySQL 9's version 2 names the parts differently
+                cursor.execute("SET SESSION explain_json_format_version = 1")
+            cursor.execute(f"EXPLAIN FORMAT=JSON {sql}", params)
+            plan = json.loads(cursor.fetchone()[0])
+        used = _table_access(plan)
+        assert used["key"] == index, used
+        assert len(used["used_key_parts"]) == 2, used
+
+
+def _table_access(plan: dict) -> dict:
+    """The plan's access to the job table (MySQL and MariaDB nest it differently)."""
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if "key" in node and "used_key_parts" in node:
+                return node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    raise AssertionError(f"no index access in {plan}")
