@@ -27,11 +27,11 @@ import common  # noqa: E402
 # The Job indexes holding a column the claim or the outcome changes
 # (status, lease_expires_at, finished_at), besides the claim's own.
 HOT_INDEXES = (
-    "dbqueue_job_key_status",
+    "dbqueue_job_keyed_status",
     "dbqueue_job_lease",
     "dbqueue_job_status_id",
     "dbqueue_job_finished",
-    "dbqueue_job_batch_status",
+    "dbqueue_job_batched_status",
 )
 
 

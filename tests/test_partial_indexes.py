@@ -2,16 +2,18 @@
 batch (migration 0020): partial indexes on PostgreSQL and SQLite, virtual
 columns on MySQL and MariaDB, which the queue's queries name there."""
 
+import importlib
 import json
 
 import pytest
+from django.apps import apps
 from django.db import connection
 
 from django_dbqueue.models import Job
 from django_dbqueue.status import Status
 from django_dbqueue.transitions.rows import keyed, of_batch
 from django_dbqueue.workflows.models import Batch
-from tests.conftest import DATABASE, MYSQL_FAMILY
+from tests.conftest import DATABASE, MYSQL_FAMILY, ROOT
 
 pytestmark = pytest.mark.django_db
 TABLE = Job._meta.db_table
@@ -116,3 +118,15 @@ def _table_access(plan: dict) -> dict:
         elif isinstance(node, list):
             stack.extend(node)
     raise AssertionError(f"no index access in {plan}")
+
+
+@pytest.mark.skipif(DATABASE not in MYSQL_FAMILY, reason="the MySQL and MariaDB statements of migration 0020")
+def test_databases_md_shows_the_statements_the_migration_runs():
+    migration = importlib.import_module("django_dbqueue.migrations.0020_partial_indexes")
+    with connection.schema_editor(collect_sql=True, atomic=False) as editor:
+        migration.forwards(apps, editor)
+    ran = [" ".join(statement.replace("`", "").split()).rstrip(";") for statement in editor.collected_sql]
+    page = (ROOT / "docs" / "databases.md").read_text()
+    block = page.split("```mysql\n", 1)[1].split("```", 1)[0]
+    shown = [" ".join(statement.split()) for statement in block.split(";") if statement.strip()]
+    assert shown == ran

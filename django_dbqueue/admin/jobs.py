@@ -83,7 +83,7 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
     fieldsets = (
         (None, {"fields": ("task_path", "queue_name", "status_badge", "priority", "attempts_of_max")}),
         ("Timeline", {"fields": ("timeline", "due", "held_by", "lease_expires", "workers")}),
-        ("Call", {"fields": ("arguments", "keyword_arguments", "job_metadata", "job_keys")}),
+        ("Call", {"fields": ("arguments", "keyword_arguments", "job_metadata", "job_keys", "retry_policy")}),
         ("Outcome", {"fields": ("result", "error_list")}),
         ("Earlier runs", {"fields": ("earlier_runs",), "classes": ("collapse",)}),
     )
@@ -102,6 +102,7 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
         "keyword_arguments",
         "job_metadata",
         "job_keys",
+        "retry_policy",
         "result",
         "error_list",
         "earlier_runs",
@@ -201,6 +202,19 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
         return format_html_join(
             mark_safe("<br>"), "{}: <code>{}</code> {}", ((name, key, note) for name, key, note in keys)
         )
+
+    @admin.display(description="retry policy")
+    def retry_policy(self, job: Job) -> str:
+        """The task's, as the code this web process runs defines it (a
+        policy is code: a worker on another deploy may differ)."""
+        from ..enqueue.loading import load_task
+        from ..retries import described
+
+        try:
+            task = load_task(job.task_path)
+        except Exception:  # a path that does not load here: the page still shows
+            return "unknown: the task does not load in this process"
+        return described(task)
 
     @admin.display(description="return value")
     def result(self, job: Job) -> SafeString:

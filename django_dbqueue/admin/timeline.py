@@ -60,6 +60,7 @@ class Entry:
     worker: str
     retry_in: float | None
     raw: Any
+    not_retried: str = ""  # why a retry policy ended the job with attempts left (retries.py)
 
 
 def running_attempt(job: Job) -> int:
@@ -100,6 +101,7 @@ def entries(job: Job) -> list[Entry]:
                 worker=str(error.get("worker") or ""),
                 retry_in=float(retry_in) if isinstance(retry_in, int | float) else None,
                 raw=error,
+                not_retried=str(error.get("not_retried") or ""),
             )
         )
     return found
@@ -168,6 +170,8 @@ def _told(entry: Entry) -> str:
         if entry.path == CLASS_PATHS["lost"]:
             return f"Attempt {entry.number} failed with WorkerLost: its worker{on} died running it alone"
         told = f"Attempt {entry.number} failed with {name}"
+        if entry.not_retried:
+            return f"{told}; not retried: {entry.not_retried}"
         return f"{told}; retry due {entry.retry_in:g} s later" if entry.retry_in is not None else told
     if entry.path == CLASS_PATHS["interrupted"]:
         back = "back to the queue, not counted"

@@ -38,7 +38,8 @@ def task(
     Django's. The queue's own ``options`` are the fields of
     :class:`~django_dbqueue.backend.DatabaseTask`: ``max_attempts``,
     ``timeout``, ``atomic``, ``unique_key``, ``on_duplicate``,
-    ``concurrency_key``, ``concurrency_limit`` and ``metadata``. They are checked here,
+    ``concurrency_key``, ``concurrency_limit``, ``metadata``, ``retry_on``,
+    ``fail_on``, ``backoff`` and the rest. They are checked here,
     so a wrong one fails at import with a clear message, and kept under
     Django's ImmediateBackend and DummyBackend too, so a task module imports
     under test settings. ``run_after`` is refused: it is a time, so set it
@@ -56,6 +57,9 @@ def task(
             **options,
         )
 
+    from ..retries import normalized
+
+    options = normalized(options)
     if "run_after" in options:
         raise TypeError(
             "run_after cannot be set in @task: it is a time, not a default. "

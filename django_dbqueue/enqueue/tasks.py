@@ -56,6 +56,13 @@ class DatabaseTask(Task):
         worker, per ``rate_key`` (a string or a function of the arguments;
         default: the task as a whole). The others wait READY without
         spending an attempt. Not with a ``concurrency_key``.
+    ``retry_on``, ``fail_on``, ``backoff``
+        The retry policy (see :mod:`django_dbqueue.retries`): the exception
+        classes whose failures are retried (default: every exception), those
+        that fail the job at once (they win over ``retry_on``), and how long
+        a retry waits: seconds, a function of the failed attempt's number
+        returning seconds, or :class:`~django_dbqueue.retries.Exponential`
+        (default ``None``: the backend's ``RETRY_BACKOFF_BASE`` doubling).
     ``depends_on``, ``on_parent_failure``, ``pass_result``
         For one call, with ``.using(...)``: the jobs (TaskResults or ids)
         and batches this job waits for; ``"cancel"`` (the default) or
@@ -75,6 +82,10 @@ class DatabaseTask(Task):
     fairness_key: str | Callable[..., str] | None = None
     rate_limit: str | None = None
     rate_key: str | Callable[..., str] | None = None
+    retry_on: tuple[type[BaseException], ...] = ()
+    fail_on: tuple[type[BaseException], ...] = ()
+    # Not hashed: a callable object need not be hashable.
+    backoff: float | Callable[[int], Any] | None = dataclasses.field(default=None, hash=False)
     # Workflows, for one call through .using(): the parents (jobs, their
     # ids, or batches) this job waits for, what their failure does to it
     # ("cancel" or "run"), and whether their return values are passed on.

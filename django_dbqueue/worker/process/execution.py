@@ -20,6 +20,7 @@ from ...clock import DatabaseClock
 from ...db import DB_ERRORS, DurableWrites, Outage, drop_connection, is_outage, retry_on_conflict
 from ...exceptions import JobNotRunnable, ResultNotStorable, TaskNotDeployed, WorkerStopped
 from ...payload import Integers, as_list, bounded_text, check_return_value, exact_integers
+from ...retries import after_failure
 from ...running.control import JobControl
 from ...status import Status
 from ...tasks_api import Task, TaskContext, task_finished, task_started
@@ -29,6 +30,7 @@ from ...workflows.context import running_job
 from ..shared import Slot
 from .atomic import run_atomic
 from .contract import error_entry
+from .failures import log_failure
 from .groups import AtomicGroup
 from .outcomes import REFUSED, OutcomeBuffer
 from .resolving import resolve
@@ -199,16 +201,23 @@ class JobRunner:
         unsaved = self.control.unsaved()  # the attempt's last position, if not written yet
         if unsaved is not None:
             outcome.checkpoint = unsaved
+        not_retried = None
         if not final and attempts < job.max_attempts:
-            outcome.status = Status.READY
-            outcome.retry_in = retry_delay(
-                attempts, self.config.RETRY_BACKOFF_BASE, self.config.RETRY_BACKOFF_MAX
-            )
+            verdict = after_failure(task, exc, attempts, self._default_backoff)
+            if verdict.delay is not None:
+                outcome.status, outcome.retry_in = Status.READY, verdict.delay
+            elif outcome.error is not None and verdict.not_retried:
+                not_retried = outcome.error["not_retried"] = verdict.not_retried
         self.record(outcome)
-        log_failure(job, attempts, outcome, exc)
+        log_failure(job, attempts, outcome, exc, not_retried)
         if task is not None:
             self.finished(job, task, exc)
         return outcome.status
+
+    def _default_backoff(self, attempt: int) -> float:
+        """The backend's backoff, for a task that names none."""
+        config = self.config
+        return retry_delay(attempt, config.RETRY_BACKOFF_BASE, config.RETRY_BACKOFF_MAX).total_seconds()
 
     def abandon(self, job: Job, started: Any) -> None:
         """The job in hand when the worker was stopped at once: its attempt
@@ -255,28 +264,6 @@ class JobRunner:
             raise exc
         except BaseException:
             task_finished.send(type(self.backend), task_result=result)
-
-
-def log_failure(job: Job, attempts: int, outcome: Finished, exc: BaseException) -> None:
-    attempt = f"attempt {attempts} of {job.max_attempts}"
-    if outcome.status == Status.READY:
-        wait = outcome.retry_in.total_seconds() if outcome.retry_in else 0
-        logger.warning(
-            "Job %s (%s) failed on %s; retrying in %.1fs.",
-            job.pk,
-            job.task_path,
-            attempt,
-            wait,
-            exc_info=(type(exc), exc, exc.__traceback__),
-        )
-    else:
-        logger.error(
-            "Job %s (%s) FAILED on %s.",
-            job.pk,
-            job.task_path,
-            attempt,
-            exc_info=(type(exc), exc, exc.__traceback__),
-        )
 
 
 def _not_storable(exc: Exception) -> ResultNotStorable:

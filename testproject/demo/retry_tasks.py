@@ -1,0 +1,48 @@
+"""Tasks with retry policies (tests/test_retry_policies.py, docs/tasks.md):
+each failure leaves an Execution row, so a test counts the runs."""
+
+import os
+
+from django_dbqueue import task
+from django_dbqueue.retries import Exponential
+
+from .models import Execution
+
+ERRORS = {"connection": ConnectionError, "value": ValueError, "permission": PermissionError}
+
+
+def raise_kind(key: str, kind: str) -> None:
+    Execution.objects.create(key=key, pid=os.getpid())
+    raise ERRORS[kind](f"{key}: {kind}")
+
+
+@task(retry_on=ConnectionError, fail_on=PermissionError, backoff=0.2, max_attempts=3)
+def calls_a_partner(key: str, kind: str) -> None:
+    """Retries what a network raises, fails at once on anything else."""
+    raise_kind(key, kind)
+
+
+@task(fail_on=(PermissionError,), backoff=lambda attempt: 0.1 * attempt, max_attempts=3)
+def grows_its_wait(key: str, kind: str) -> None:
+    """Retries every exception but PermissionError, waiting 0.1 s more each time."""
+    raise_kind(key, kind)
+
+
+@task(backoff=lambda attempt: float("nan"), max_attempts=3)
+def has_a_broken_backoff(key: str) -> None:
+    """Its backoff gives NaN: the job fails alone, saying why, not the worker."""
+    raise_kind(key, "connection")
+
+
+def refuses(attempt: int) -> float:
+    raise RuntimeError("no wait for you")
+
+
+@task(backoff=refuses, max_attempts=3)
+def has_a_raising_backoff(key: str) -> None:
+    raise_kind(key, "connection")
+
+
+@task(backoff=Exponential(base=0.05, cap=0.1, jitter=False), max_attempts=3)
+def doubles_its_wait(key: str) -> None:
+    raise_kind(key, "connection")
