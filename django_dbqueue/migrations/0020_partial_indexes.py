@@ -1,7 +1,7 @@
 """The concurrency-key and batch indexes hold only the jobs that have a key
 or a batch, so a claim or an outcome of any other job moves no entry of
-them (issue 33: 5 index entries moved at claim instead of 7, measured at
-0.73x the server's CPU a job on MariaDB and 0.83x on MySQL, docs/performance.md).
+them (issue 33: a claim moves 3 secondary-index entries instead of 5, an
+outcome 4 instead of 6; docs/performance.md has what that saves).
 
 PostgreSQL and SQLite have partial indexes (``WHERE concurrency_key IS NOT
 NULL``). MySQL and MariaDB have none (and the model cannot declare the
@@ -66,10 +66,10 @@ def backwards(apps, schema_editor) -> None:
             f"ADD INDEX {quote(old)} ({quote(key)}, {quote('status')})" for _c, key, _i, old in PARTIAL
         )
         schema_editor.execute(f"ALTER TABLE {table} {adds}, {ONLINE}")
-        drops = ", ".join(
-            f"DROP INDEX {quote(index)}, DROP COLUMN {quote(column)}" for column, _k, index, _o in PARTIAL
-        )
-        schema_editor.execute(f"ALTER TABLE {table} {drops}")
+        indexes = ", ".join(f"DROP INDEX {quote(index)}" for _c, _k, index, _o in PARTIAL)
+        schema_editor.execute(f"ALTER TABLE {table} {indexes}, {ONLINE}")
+        columns = ", ".join(f"DROP COLUMN {quote(column)}" for column, *_ in PARTIAL)
+        schema_editor.execute(f"ALTER TABLE {table} {columns}, {ONLINE}")
         return
     concurrently = " CONCURRENTLY" if connection.vendor == "postgresql" else ""
     for _column, key, index, old in PARTIAL:
