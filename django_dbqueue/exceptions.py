@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.core.exceptions import ImproperlyConfigured
 
 from .tasks_api import InvalidTask, TaskResultDoesNotExist
@@ -37,6 +39,18 @@ class TaskNotDeployed(JobNotRunnable):
     rolling deploy). The job goes back to the queue, its attempt unspent,
     and fails with this only when no worker has run it within OPTIONS
     UNDEPLOYED_TASK_GRACE_SECONDS, naming the workers that lacked it."""
+
+
+class Snooze(Exception):
+    """Raised by a task to give its job back for ``seconds`` (a number or a
+    ``timedelta``) without spending an attempt: "the partner said 429, try
+    in 30 s". The job is READY again, due then; its ``snoozes`` count grows,
+    and past the task's ``max_snoozes`` (or the backend's ``MAX_SNOOZES``)
+    the job ends FAILED saying so (docs/tasks.md, "Snoozing")."""
+
+    def __init__(self, seconds: Any) -> None:
+        super().__init__(f"snoozed for {seconds!r} s")
+        self.seconds = seconds
 
 
 class JobTimeout(Exception):

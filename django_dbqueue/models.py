@@ -120,6 +120,9 @@ class Job(models.Model):
     checkpoint = TolerantJSONField(null=True, blank=True)
     # Times a stopping worker gave the job back unfinished, its attempt unspent.
     interruptions = models.PositiveIntegerField(default=0, db_default=0)
+    # Times the task snoozed (raised Snooze): given back for a while, its
+    # attempt unspent (migration 0021).
+    snoozes = models.PositiveIntegerField(default=0, db_default=0)
     # A small JSON object the enqueue gave (enqueue/metadata.py), read by
     # the task (current_job().metadata) and shown in the admin; it carries
     # the enqueuing trace context under "trace_context" (tracing.py).

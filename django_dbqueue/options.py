@@ -28,6 +28,7 @@ MIN_LEASE_SECONDS = 1.0
 MAX_WHOLE = {
     "BATCH_SIZE": MAX_BATCH_SIZE,
     "MAX_ATTEMPTS": COLUMN_MAX,
+    "MAX_SNOOZES": COLUMN_MAX,
     "MAX_ARGUMENTS_BYTES": 2**30,
     "MAX_RETURN_BYTES": 2**30,
 }
@@ -57,6 +58,9 @@ class QueueOptions:
     # goes back to the queue for idle workers (worker/process/giveback.py).
     BATCH_HOLD_SECONDS: float = 0.1
     MAX_ATTEMPTS: int = 3
+    # Times a job may snooze (raise Snooze) before it ends FAILED; a task's
+    # max_snoozes wins.
+    MAX_SNOOZES: int = 100
     RETRY_BACKOFF_BASE: float = 2.0
     RETRY_BACKOFF_MAX: float = 3600.0
     POLL_INTERVAL_MIN: float = 0.05
@@ -174,7 +178,7 @@ def _parse_one(name: str, kind: Any, value: Any) -> Any:
     if value is None and kind == float | None:
         return None
     if name in ZERO_ALLOWED and not isinstance(value, bool) and value == 0:
-        return 0.0
+        return 0 if kind is int else 0.0
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
         what = "zero or a positive number" if name in ZERO_ALLOWED else "a positive number"
         raise ImproperlyConfigured(f"OPTIONS {name} must be {what}, not {shown(value)}.")
@@ -203,8 +207,9 @@ def _seconds(name: str, value: int | float) -> float:
 # choices, and the keys of RETENTION).
 OUTCOMES = tuple(status.value for status in FINISHED)
 # Options for which zero means something: a STOP_TIMEOUT of 0 interrupts the
-# job in hand at its next checkpoint, at once.
-ZERO_ALLOWED = frozenset({"STOP_TIMEOUT", "UNDEPLOYED_TASK_GRACE_SECONDS"})
+# job in hand at its next checkpoint, at once; a MAX_SNOOZES of 0 fails a job
+# that snoozes.
+ZERO_ALLOWED = frozenset({"STOP_TIMEOUT", "UNDEPLOYED_TASK_GRACE_SECONDS", "MAX_SNOOZES"})
 
 
 def _parse_retention(value: Any) -> MappingProxyType:

@@ -39,6 +39,7 @@ CLASS_PATHS = {
     "interrupted": "django_dbqueue.exceptions.JobInterrupted",
     "lost": "django_dbqueue.exceptions.WorkerLost",
     "cancelled": "django_dbqueue.exceptions.JobCancelled",
+    "snoozed": "django_dbqueue.exceptions.Snooze",
 }
 
 
@@ -71,11 +72,13 @@ def running_attempt(job: Job) -> int:
 def attempts_text(job: Job, short: bool = False) -> str:
     """The job's attempts: "1 / 3", or for a running job "attempt 1 of 3
     running" ("1 / 3", counting the one running, when ``short``)."""
+    snoozes = 0 if short else job.snoozes  # the list's column stays short (and reads no more)
+    snoozed = f", snoozed {snoozes} time{'s' if snoozes != 1 else ''}" if snoozes else ""
     if job.status != Status.RUNNING:
-        return f"{job.attempts} / {job.max_attempts}"
+        return f"{job.attempts} / {job.max_attempts}{snoozed}"
     if short:
         return f"{running_attempt(job)} / {job.max_attempts}"
-    return f"attempt {running_attempt(job)} of {job.max_attempts} running"
+    return f"attempt {running_attempt(job)} of {job.max_attempts} running{snoozed}"
 
 
 def entries(job: Job) -> list[Entry]:
@@ -183,6 +186,9 @@ def _told(entry: Entry) -> str:
         )
     if entry.path == CLASS_PATHS["cancelled"]:
         return f"Cancelled before attempt {entry.number} started"
+    if entry.path == CLASS_PATHS["snoozed"] and isinstance(entry.raw.get("snoozed"), int | float):
+        seconds = entry.raw["snoozed"]
+        return f"Attempt {entry.number} snoozed for {seconds:g} s: back to the queue, not counted"
     return f"Attempt {entry.number} not run: {name}"
 
 

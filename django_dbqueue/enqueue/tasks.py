@@ -56,6 +56,9 @@ class DatabaseTask(Task):
         worker, per ``rate_key`` (a string or a function of the arguments;
         default: the task as a whole). The others wait READY without
         spending an attempt. Not with a ``concurrency_key``.
+    ``max_snoozes``
+        Times a job may snooze (raise :class:`~django_dbqueue.exceptions.Snooze`)
+        before it ends FAILED; ``None`` means the backend's ``MAX_SNOOZES``.
     ``retry_on``, ``fail_on``, ``backoff``
         The retry policy (see :mod:`django_dbqueue.retries`): the exception
         classes whose failures are retried (default: every exception), those
@@ -82,6 +85,7 @@ class DatabaseTask(Task):
     fairness_key: str | Callable[..., str] | None = None
     rate_limit: str | None = None
     rate_key: str | Callable[..., str] | None = None
+    max_snoozes: int | None = None
     retry_on: tuple[type[BaseException], ...] = ()
     fail_on: tuple[type[BaseException], ...] = ()
     # Not hashed: a callable object need not be hashable.

@@ -64,6 +64,15 @@ def validate_options(options: Mapping[str, Any]) -> None:
         raise InvalidTask(
             f"max_attempts must be a whole number from 1 to {COLUMN_MAX:,}, not {shown(max_attempts)}."
         )
+    max_snoozes = options.get("max_snoozes")
+    if max_snoozes is not None and (
+        isinstance(max_snoozes, bool)
+        or not isinstance(max_snoozes, int)
+        or not 0 <= max_snoozes <= COLUMN_MAX
+    ):
+        raise InvalidTask(
+            f"max_snoozes must be a whole number from 0 to {COLUMN_MAX:,}, not {shown(max_snoozes)}."
+        )
     if options.get("metadata") is not None:
         from .metadata import check_metadata
 

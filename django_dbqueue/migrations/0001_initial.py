@@ -6,54 +6,97 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='Worker',
+            name="Worker",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=128, unique=True)),
-                ('host', models.CharField(max_length=255)),
-                ('pid', models.PositiveIntegerField()),
-                ('queues', models.JSONField(default=list)),
-                ('started_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('last_seen_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ('processed', models.PositiveBigIntegerField(default=0)),
-                ('failed', models.PositiveBigIntegerField(default=0)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=128, unique=True)),
+                ("host", models.CharField(max_length=255)),
+                ("pid", models.PositiveIntegerField()),
+                ("queues", models.JSONField(default=list)),
+                ("started_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("last_seen_at", models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                ("processed", models.PositiveBigIntegerField(default=0)),
+                ("failed", models.PositiveBigIntegerField(default=0)),
             ],
         ),
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('task_path', models.CharField(max_length=255)),
-                ('queue_name', models.CharField(db_default='default', default='default', max_length=64)),
-                ('priority', models.SmallIntegerField(db_default=0, default=0)),
-                ('args', models.JSONField(db_default=[], default=list)),
-                ('kwargs', models.JSONField(db_default={}, default=dict)),
-                ('status', models.CharField(choices=[('READY', 'Ready'), ('RUNNING', 'Running'), ('SUCCESSFUL', 'Successful'), ('FAILED', 'Failed'), ('CANCELLED', 'Cancelled')], db_default='READY', default='READY', max_length=10)),
-                ('run_after', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), default=django.utils.timezone.now)),
-                ('attempts', models.PositiveIntegerField(db_default=0, default=0)),
-                ('max_attempts', models.PositiveIntegerField(db_default=3, default=3)),
-                ('suspect', models.BooleanField(db_default=False, default=False)),
-                ('owner', models.CharField(blank=True, max_length=128, null=True)),
-                ('lease_expires_at', models.DateTimeField(blank=True, null=True)),
-                ('enqueued_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), default=django.utils.timezone.now)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('last_attempted_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('return_value', models.JSONField(blank=True, null=True)),
-                ('errors', models.JSONField(blank=True, db_default=[], default=list)),
-                ('worker_ids', models.JSONField(blank=True, db_default=[], default=list)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("task_path", models.CharField(max_length=255)),
+                ("queue_name", models.CharField(db_default="default", default="default", max_length=64)),
+                ("priority", models.SmallIntegerField(db_default=0, default=0)),
+                ("args", models.JSONField(db_default=[], default=list)),
+                ("kwargs", models.JSONField(db_default={}, default=dict)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("READY", "Ready"),
+                            ("RUNNING", "Running"),
+                            ("SUCCESSFUL", "Successful"),
+                            ("FAILED", "Failed"),
+                            ("CANCELLED", "Cancelled"),
+                        ],
+                        db_default="READY",
+                        default="READY",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "run_after",
+                    models.DateTimeField(
+                        db_default=django.db.models.functions.datetime.Now(),
+                        default=django.utils.timezone.now,
+                    ),
+                ),
+                ("attempts", models.PositiveIntegerField(db_default=0, default=0)),
+                ("max_attempts", models.PositiveIntegerField(db_default=3, default=3)),
+                ("suspect", models.BooleanField(db_default=False, default=False)),
+                ("owner", models.CharField(blank=True, max_length=128, null=True)),
+                ("lease_expires_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "enqueued_at",
+                    models.DateTimeField(
+                        db_default=django.db.models.functions.datetime.Now(),
+                        default=django.utils.timezone.now,
+                    ),
+                ),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("last_attempted_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("return_value", models.JSONField(blank=True, null=True)),
+                ("errors", models.JSONField(blank=True, db_default=[], default=list)),
+                ("worker_ids", models.JSONField(blank=True, db_default=[], default=list)),
             ],
             options={
-                'permissions': [('requeue_job', 'Can requeue jobs'), ('cancel_job', 'Can cancel jobs'), ('run_job_now', 'Can make jobs due now')],
-                'indexes': [models.Index(fields=['status', 'queue_name', '-priority', 'run_after'], name='dbqueue_job_claim'), models.Index(fields=['status', 'lease_expires_at'], name='dbqueue_job_lease')],
+                "permissions": [
+                    ("requeue_job", "Can requeue jobs"),
+                    ("cancel_job", "Can cancel jobs"),
+                    ("run_job_now", "Can make jobs due now"),
+                ],
+                "indexes": [
+                    models.Index(
+                        fields=["status", "queue_name", "-priority", "run_after"], name="dbqueue_job_claim"
+                    ),
+                    models.Index(fields=["status", "lease_expires_at"], name="dbqueue_job_lease"),
+                ],
             },
         ),
     ]

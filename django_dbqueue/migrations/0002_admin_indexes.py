@@ -4,40 +4,38 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('django_dbqueue', '0001_initial'),
+        ("django_dbqueue", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Dashboard',
-            fields=[
-            ],
+            name="Dashboard",
+            fields=[],
             options={
-                'verbose_name': 'dashboard',
-                'verbose_name_plural': 'dashboard',
-                'proxy': True,
-                'default_permissions': (),
-                'indexes': [],
-                'constraints': [],
+                "verbose_name": "dashboard",
+                "verbose_name_plural": "dashboard",
+                "proxy": True,
+                "default_permissions": (),
+                "indexes": [],
+                "constraints": [],
             },
-            bases=('django_dbqueue.job',),
+            bases=("django_dbqueue.job",),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['status', 'id'], name='dbqueue_job_status_id'),
+            model_name="job",
+            index=models.Index(fields=["status", "id"], name="dbqueue_job_status_id"),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['queue_name', 'id'], name='dbqueue_job_queue_id'),
+            model_name="job",
+            index=models.Index(fields=["queue_name", "id"], name="dbqueue_job_queue_id"),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['task_path', 'id'], name='dbqueue_job_task_id'),
+            model_name="job",
+            index=models.Index(fields=["task_path", "id"], name="dbqueue_job_task_id"),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['finished_at'], name='dbqueue_job_finished'),
+            model_name="job",
+            index=models.Index(fields=["finished_at"], name="dbqueue_job_finished"),
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('django_dbqueue', '0002_admin_indexes'),
+        ("django_dbqueue", "0002_admin_indexes"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='history',
+            model_name="job",
+            name="history",
             field=models.JSONField(blank=True, db_default=[], default=list),
         ),
     ]

@@ -6,68 +6,86 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('django_dbqueue', '0003_job_history'),
+        ("django_dbqueue", "0003_job_history"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ConcurrencyLock',
+            name="ConcurrencyLock",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=255, unique=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key", models.CharField(max_length=255, unique=True)),
             ],
         ),
         migrations.CreateModel(
-            name='ScheduledRun',
+            name="ScheduledRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('schedule', models.CharField(max_length=200)),
-                ('scheduled_at', models.DateTimeField()),
-                ('enqueued_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now(), default=django.utils.timezone.now)),
-                ('job_id', models.BigIntegerField(blank=True, null=True)),
-                ('manual', models.BooleanField(db_default=False, default=False)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("schedule", models.CharField(max_length=200)),
+                ("scheduled_at", models.DateTimeField()),
+                (
+                    "enqueued_at",
+                    models.DateTimeField(
+                        db_default=django.db.models.functions.datetime.Now(),
+                        default=django.utils.timezone.now,
+                    ),
+                ),
+                ("job_id", models.BigIntegerField(blank=True, null=True)),
+                ("manual", models.BooleanField(db_default=False, default=False)),
             ],
             options={
-                'permissions': [('run_schedule_now', 'Can run a schedule now')],
+                "permissions": [("run_schedule_now", "Can run a schedule now")],
             },
         ),
         migrations.AddField(
-            model_name='job',
-            name='concurrency_key',
+            model_name="job",
+            name="concurrency_key",
             field=models.CharField(blank=True, max_length=255, null=True),
         ),
         migrations.AddField(
-            model_name='job',
-            name='concurrency_limit',
+            model_name="job",
+            name="concurrency_limit",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='job',
-            name='unique_key',
+            model_name="job",
+            name="unique_key",
             field=models.CharField(blank=True, max_length=255, null=True, unique=True),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['status', 'queue_name', 'concurrency_key', '-priority', 'run_after'], name='dbqueue_job_claim_key'),
+            model_name="job",
+            index=models.Index(
+                fields=["status", "queue_name", "concurrency_key", "-priority", "run_after"],
+                name="dbqueue_job_claim_key",
+            ),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['concurrency_key', 'status'], name='dbqueue_job_key_status'),
+            model_name="job",
+            index=models.Index(fields=["concurrency_key", "status"], name="dbqueue_job_key_status"),
         ),
         # The new claim index is built before the old one goes, so claims
         # keep an index throughout.
         migrations.RemoveIndex(
-            model_name='job',
-            name='dbqueue_job_claim',
+            model_name="job",
+            name="dbqueue_job_claim",
         ),
         migrations.AddIndex(
-            model_name='scheduledrun',
-            index=models.Index(fields=['schedule', 'manual', 'scheduled_at'], name='dbqueue_run_last'),
+            model_name="scheduledrun",
+            index=models.Index(fields=["schedule", "manual", "scheduled_at"], name="dbqueue_run_last"),
         ),
         migrations.AddConstraint(
-            model_name='scheduledrun',
-            constraint=models.UniqueConstraint(fields=('schedule', 'scheduled_at'), name='dbqueue_run_once'),
+            model_name="scheduledrun",
+            constraint=models.UniqueConstraint(fields=("schedule", "scheduled_at"), name="dbqueue_run_once"),
         ),
     ]

@@ -5,23 +5,27 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('django_dbqueue', '0004_keys_and_schedules'),
+        ("django_dbqueue", "0004_keys_and_schedules"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='PausedQueue',
+            name="PausedQueue",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('queue_name', models.CharField(max_length=64, unique=True)),
-                ('paused_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('paused_by', models.CharField(blank=True, default='', max_length=150)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("queue_name", models.CharField(max_length=64, unique=True)),
+                ("paused_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("paused_by", models.CharField(blank=True, default="", max_length=150)),
             ],
             options={
-                'permissions': [('pause_queue', 'Can pause and resume queues')],
-                'default_permissions': ('view',),
+                "permissions": [("pause_queue", "Can pause and resume queues")],
+                "default_permissions": ("view",),
             },
         ),
     ]

@@ -22,7 +22,6 @@ def uninstall(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("django_dbqueue", "0005_paused_queue"),
     ]

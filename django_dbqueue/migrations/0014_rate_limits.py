@@ -26,7 +26,12 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="RateSlot",
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
                 ("key", django_dbqueue.fields.KeyField(max_length=191)),
                 ("slot", models.PositiveIntegerField()),
                 ("free_at", models.DateTimeField()),

@@ -4,12 +4,19 @@ them (issue 33: a claim moves 3 secondary-index entries instead of 5, an
 outcome 4 instead of 6; docs/performance.md has what that saves).
 
 PostgreSQL and SQLite have partial indexes (``WHERE concurrency_key IS NOT
-NULL``). MySQL and MariaDB have none (and the model cannot declare the
-condition: Django warns on every command there); instead each index is on a
-virtual column that repeats ``status`` for the rows the index serves and
-is NULL for the rest, so an ordinary job's entry stays ``(NULL, NULL)``
-whatever its status. The queue's queries name that column there
-(transitions/rows.py, IndexedStatus).
+NULL``). MySQL has none (and the model cannot declare the condition: Django
+warns on every command there); instead each index is on a virtual column
+that repeats ``status`` for the rows the index serves and is NULL for the
+rest, so an ordinary job's entry stays ``(NULL, NULL)`` whatever its
+status. The queue's queries name that column there (transitions/rows.py,
+IndexedStatus).
+
+MariaDB keeps its plain indexes, renamed: MariaDB 10.11 can neither add a
+column instantly nor rebuild a table online while it has an indexed
+virtual column (errors 1845 and 1846, "online rebuild with indexed virtual
+columns"), so the partial indexes would make every later migration that
+adds a column block writes; and a stored generated column cannot be added
+without copying the table (docs/databases.md).
 
 Online on every server, as every migration of the queue's tables
 (docs/databases.md, "Migrations run online"): the new indexes are built
@@ -32,9 +39,13 @@ def forwards(apps, schema_editor) -> None:
     job = apps.get_model("django_dbqueue", "Job")
     connection, quote = schema_editor.connection, schema_editor.quote_name
     table = quote(job._meta.db_table)
+    if connection.vendor == "mysql" and connection.mysql_is_mariadb:
+        renames = ", ".join(f"RENAME INDEX {quote(old)} TO {quote(index)}" for _c, _k, index, old in PARTIAL)
+        schema_editor.execute(f"ALTER TABLE {table} {renames}, {ONLINE}")
+        return
     if connection.vendor == "mysql":
-        # Three statements: neither server adds a virtual column online in
-        # the statement that does anything else.
+        # Three statements: MySQL adds a virtual column online only in a
+        # statement that does nothing else.
         columns = ", ".join(
             f"ADD COLUMN {quote(column)} varchar(10) AS (IF({quote(key)} IS NULL, NULL, {quote('status')})) VIRTUAL"
             for column, key, _index, _old in PARTIAL
@@ -61,6 +72,10 @@ def backwards(apps, schema_editor) -> None:
     job = apps.get_model("django_dbqueue", "Job")
     connection, quote = schema_editor.connection, schema_editor.quote_name
     table = quote(job._meta.db_table)
+    if connection.vendor == "mysql" and connection.mysql_is_mariadb:
+        renames = ", ".join(f"RENAME INDEX {quote(index)} TO {quote(old)}" for _c, _k, index, old in PARTIAL)
+        schema_editor.execute(f"ALTER TABLE {table} {renames}, {ONLINE}")
+        return
     if connection.vendor == "mysql":
         adds = ", ".join(
             f"ADD INDEX {quote(old)} ({quote(key)}, {quote('status')})" for _c, key, _i, old in PARTIAL

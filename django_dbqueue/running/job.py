@@ -49,8 +49,9 @@ class RunningJob:
 
     ``id``: the job's primary key; ``attempt``: this attempt's number (1 on
     the first run); ``interruptions``: how often a stopping worker gave it
-    back before; ``metadata``: the job's metadata as enqueued (a dict, ``{}``
-    for none, and for a row whose metadata is not a JSON object).
+    back before; ``snoozes``: how often the task snoozed it (``Snooze``);
+    ``metadata``: the job's metadata as enqueued (a dict, ``{}`` for none,
+    and for a row whose metadata is not a JSON object).
     ``progress()``, ``check()``, ``checkpoint()`` and the steps
     raise :class:`~django_dbqueue.exceptions.JobCancelled` once a cancel was
     asked for the job, and :class:`~django_dbqueue.exceptions.JobInterrupted`
@@ -62,6 +63,7 @@ class RunningJob:
         self.id: int = job.pk
         self.attempt: int = job.attempts if job.suspect else job.attempts + 1
         self.interruptions: int = job.interruptions
+        self.snoozes: int = job.snoozes
         self.metadata: dict[str, Any] = as_metadata(job.metadata)
         self._checkpoints = Checkpoints(job.pk, job.checkpoint, control)
         self._step: str | None = None  # the step running now

@@ -32,6 +32,7 @@ CONTROL_FIELDS = (
     "progress_at",
     "checkpoint",
     "interruptions",
+    "snoozes",
 )
 
 
@@ -52,6 +53,7 @@ CLEAN_RUN: dict[str, Any] = {
     **dict.fromkeys(CONTROL_FIELDS, None),
     "progress_message": "",
     "interruptions": 0,
+    "snoozes": 0,
 }
 
 
@@ -143,4 +145,5 @@ def _summary(job: Job) -> dict[str, Any]:
         "workers": as_list(job.worker_ids),
         "last_error": errors[-1] if errors else None,
         "interruptions": job.interruptions,
+        "snoozes": job.snoozes,
     }

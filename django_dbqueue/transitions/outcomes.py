@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
+from django.db.models import F
 
 from ..clock import DbNow
 from ..db import doubled
@@ -48,9 +49,10 @@ class Finished:
     status: str = Status.SUCCESSFUL  # or READY (to be retried), FAILED or CANCELLED
     return_value: Any = None
     size: int = 4  # bytes the return value takes as JSON
-    error: dict[str, str] | None = None
+    error: dict[str, Any] | None = None
     retry_in: timedelta | None = None
     ran: bool = True
+    snoozed: bool = False  # given back by the task for a while (Snooze): snoozes + 1
     checkpoint: Any = UNCHANGED
 
 
@@ -68,6 +70,8 @@ class OutcomeQuerySet(JobRows):
             changes["errors"] = bounded_errors(as_list(job.errors), _entry(job, outcome))
         if outcome.retry_in is not None:
             changes["run_after"] = DbNow() + outcome.retry_in
+        if outcome.snoozed:
+            changes["snoozes"] = F("snoozes") + 1
         if outcome.checkpoint is not UNCHANGED:
             changes["checkpoint"] = outcome.checkpoint
         if outcome.status != READY:
@@ -79,6 +83,8 @@ class OutcomeQuerySet(JobRows):
         else:
             updated = self._finish(lambda **only: rows.filter(**only).update(**changes), [job])
         changes.pop("run_after", None)  # an expression; the row has the value
+        if changes.pop("snoozes", None) is not None:
+            job.snoozes += 1
         for name, value in changes.items():
             setattr(job, name, value)
         return updated

@@ -2,8 +2,10 @@
 each failure leaves an Execution row, so a test counts the runs."""
 
 import os
+from datetime import timedelta
 
-from django_dbqueue import task
+from django_dbqueue import current_job, task
+from django_dbqueue.exceptions import Snooze
 from django_dbqueue.retries import Exponential
 
 from .models import Execution
@@ -46,3 +48,22 @@ def has_a_raising_backoff(key: str) -> None:
 @task(backoff=Exponential(base=0.05, cap=0.1, jitter=False), max_attempts=3)
 def doubles_its_wait(key: str) -> None:
     raise_kind(key, "connection")
+
+
+@task(max_snoozes=2)
+def snoozes_until(key: str, times: int, seconds: object = 0.1) -> str:
+    """Snoozes while it has snoozed fewer than ``times`` times, then succeeds.
+    ``seconds`` as JSON carries it: "nan", and "timedelta:S" for a timedelta."""
+    Execution.objects.create(key=key, pid=os.getpid())
+    job = current_job()
+    if job.snoozes < times:
+        raise Snooze(snooze_time(seconds))
+    return f"ran after {job.snoozes} snoozes, attempt {job.attempt}"
+
+
+def snooze_time(seconds: object) -> object:
+    if seconds == "nan":
+        return float("nan")
+    if isinstance(seconds, str) and seconds.startswith("timedelta:"):
+        return timedelta(seconds=float(seconds.partition(":")[2]))
+    return seconds

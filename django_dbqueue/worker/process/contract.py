@@ -42,7 +42,14 @@ class Runner(Protocol):
     def call(self, job: Job, task: Task, started: Any) -> tuple[Any, BaseException | None]: ...
 
     def fail(
-        self, job: Job, started: Any, exc: BaseException, *, final: bool, task: Task | None = None
+        self,
+        job: Job,
+        started: Any,
+        exc: BaseException,
+        *,
+        final: bool,
+        task: Task | None = None,
+        why: str | None = None,
     ) -> str: ...
 
     def record(self, outcome: Finished) -> int: ...

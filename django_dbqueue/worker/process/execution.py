@@ -18,7 +18,7 @@ from django.db import connections
 
 from ...clock import DatabaseClock
 from ...db import DB_ERRORS, DurableWrites, Outage, drop_connection, is_outage, retry_on_conflict
-from ...exceptions import JobNotRunnable, ResultNotStorable, TaskNotDeployed, WorkerStopped
+from ...exceptions import JobNotRunnable, ResultNotStorable, Snooze, TaskNotDeployed, WorkerStopped
 from ...payload import Integers, as_list, bounded_text, check_return_value, exact_integers
 from ...retries import after_failure
 from ...running.control import JobControl
@@ -35,6 +35,7 @@ from .groups import AtomicGroup
 from .outcomes import REFUSED, OutcomeBuffer
 from .resolving import resolve
 from .signals import ForcedStop
+from .snoozing import snooze_or_fail
 from .stops import cancel_unstarted, record_stop, stop_kind
 from .timeouts import call_with_limit
 from .undeployed import give_back_or_fail
@@ -188,20 +189,32 @@ class JobRunner:
             return None, exc
 
     def fail(
-        self, job: Job, started: Any, exc: BaseException, *, final: bool, task: Task | None = None
+        self,
+        job: Job,
+        started: Any,
+        exc: BaseException,
+        *,
+        final: bool,
+        task: Task | None = None,
+        why: str | None = None,
     ) -> str:
-        """Record a failed attempt: READY again after a backoff, or FAILED;
-        or a job stopped on purpose (stops.py), CANCELLED or interrupted."""
+        """Record a failed attempt: READY again after a backoff, or FAILED
+        (``why``: the reason it is not retried); or a job stopped on purpose
+        (stops.py), CANCELLED or interrupted; or a snooze (snoozing.py)."""
         stop = stop_kind(self.control, exc) if task is not None else None
         if stop is not None and task is not None:
             return record_stop(self, stop, job, started, exc, task)
+        if isinstance(exc, Snooze) and not final:
+            return snooze_or_fail(self, job, started, exc, task)
         self.settle()
         attempts = attempts_after(job)
         outcome = Finished(job, started, self.clock.now(), status=Status.FAILED, error=error_entry(exc, self))
         unsaved = self.control.unsaved()  # the attempt's last position, if not written yet
         if unsaved is not None:
             outcome.checkpoint = unsaved
-        not_retried = None
+        not_retried = why
+        if not_retried and outcome.error is not None:
+            outcome.error["not_retried"] = not_retried
         if not final and attempts < job.max_attempts:
             verdict = after_failure(task, exc, attempts, self._default_backoff)
             if verdict.delay is not None:
