@@ -50,8 +50,21 @@ class Exponential:
         return f"doubling from {self.base:g} s to at most {self.cap:g} s{jitter}"
 
 
+def as_delay(value: Any) -> float | None:
+    """``value`` as a delay in seconds (a number or a ``timedelta`` from 0
+    to 366 days); None for anything else: NaN, infinite, negative, a bool,
+    a string, None. A backoff's and a snooze's (worker/process/snoozing.py)."""
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if not math.isfinite(value) or not 0 <= value <= MAX_SECONDS:
+        return None
+    return float(value)
+
+
 def check_seconds(what: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_SECONDS:
+    if isinstance(value, timedelta) or as_delay(value) is None:
         raise InvalidTask(
             f"{what} must be a number of seconds from 0 to {MAX_SECONDS:,} (366 days), not {shown(value)}."
         )
@@ -110,20 +123,14 @@ def after_failure(task: Any, exc: BaseException, attempt: int, default: Callable
         seconds = backoff(attempt) if callable(backoff) else backoff
     except (Exception, SystemExit) as problem:
         return Verdict(None, f"the task's backoff raised {shown(problem)} for attempt {attempt}")
-    if isinstance(seconds, timedelta):
-        seconds = seconds.total_seconds()
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, (int, float))
-        or not math.isfinite(seconds)
-        or not 0 <= seconds <= MAX_SECONDS
-    ):
+    delay = as_delay(seconds)
+    if delay is None:
         return Verdict(
             None,
             f"the task's backoff gave {shown(seconds)} for attempt {attempt}, not a delay "
             f"(a number of seconds from 0 to {MAX_SECONDS:,})",
         )
-    return Verdict(timedelta(seconds=seconds))
+    return Verdict(timedelta(seconds=delay))
 
 
 def described(task: Any) -> str:

@@ -8,11 +8,11 @@ job ends FAILED instead, saying why, so a task cannot snooze for ever.
 from __future__ import annotations
 
 import logging
-import math
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ...limits import MAX_SECONDS
+from ...retries import as_delay
 from ...shown import shown
 from ...status import Status
 from ...transitions import Finished
@@ -32,7 +32,7 @@ def snooze_or_fail(runner: Runner, job: Job, started: Any, snooze: Snooze, task:
     bound = getattr(task, "max_snoozes", None)
     if bound is None:
         bound = runner.config.MAX_SNOOZES
-    seconds = delay(snooze.seconds)
+    seconds = as_delay(snooze.seconds)
     if seconds is None:
         why = (
             f"Snooze({shown(snooze.seconds)}) is not a delay: give a number of seconds from 0 to "
@@ -66,14 +66,3 @@ def snooze_or_fail(runner: Runner, job: Job, started: Any, snooze: Snooze, task:
     if task is not None:
         runner.finished(job, task, snooze)
     return Status.READY
-
-
-def delay(seconds: Any) -> float | None:
-    """``seconds`` as a delay in seconds, or None when it is none."""
-    if isinstance(seconds, timedelta):
-        seconds = seconds.total_seconds()
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        return None
-    if not math.isfinite(seconds) or not 0 <= seconds <= MAX_SECONDS:
-        return None
-    return float(seconds)
