@@ -260,3 +260,28 @@ def status_writes(status_guard_installed: StatusGuard) -> Iterator[StatusGuard]:
             + "\n".join(f"  {violation}" for violation in left),
             pytrace=False,
         )
+
+
+@pytest.fixture
+def restore_signal_handlers() -> Iterator[None]:
+    """For a test that runs a Worker in this process: it installs its stop
+    handlers, which must not outlive the test."""
+    signals = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
+    saved = {signum: signal.getsignal(signum) for signum in signals}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def drain_in_bursts(queues: tuple[str, ...] = ("default",), batch: int = 10, timeout: float = 20.0) -> None:
+    """Burst runs of a Worker in this process until nothing is READY;
+    retries and snoozes wait out their delay in between."""
+    from django_dbqueue.models import Job
+    from django_dbqueue.tasks_api import task_backends
+    from django_dbqueue.worker import Worker
+
+    deadline = time.monotonic() + timeout
+    while Job.objects.ready().exists():
+        assert time.monotonic() < deadline, "jobs were still READY"
+        assert Worker(task_backends["default"], list(queues), batch=batch, burst=True).run() == 0
+        time.sleep(0.05)

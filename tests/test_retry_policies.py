@@ -5,7 +5,6 @@ workers on the test database: the Worker in burst mode, and a runqueue."""
 
 import math
 import signal
-import time
 from datetime import timedelta
 
 import pytest
@@ -16,29 +15,12 @@ from demo.models import Execution
 from django_dbqueue import task
 from django_dbqueue.models import Job
 from django_dbqueue.retries import Exponential, after_failure, described
-from django_dbqueue.tasks_api import InvalidTask, task_backends
-from django_dbqueue.worker import Worker
+from django_dbqueue.tasks_api import InvalidTask
 from tests.admin_helpers import CHANGELIST, staff
+from tests.conftest import drain_in_bursts as drain
 from tests.conftest import wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def restore_signal_handlers():
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
-
-
-def drain(timeout: float = 20.0) -> None:
-    """Burst runs until nothing is READY; retries wait out their backoff."""
-    deadline = time.monotonic() + timeout
-    while Job.objects.ready().exists():
-        assert time.monotonic() < deadline, "jobs were still READY"
-        assert Worker(task_backends["default"], ["default"], batch=10, burst=True).run() == 0
-        time.sleep(0.05)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("restore_signal_handlers")]
 
 
 def runs(key: str) -> int:

@@ -14,28 +14,12 @@ from demo import retry_tasks, tasks
 from django_dbqueue import task
 from django_dbqueue.models import Job
 from django_dbqueue.options import QueueOptions
-from django_dbqueue.tasks_api import InvalidTask, task_backends
-from django_dbqueue.worker import Worker
+from django_dbqueue.tasks_api import InvalidTask
 from tests.admin_helpers import CHANGELIST, staff
+from tests.conftest import drain_in_bursts as drain
 from tests.conftest import wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def restore_signal_handlers():
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
-
-
-def drain(timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while Job.objects.ready().exists():
-        assert time.monotonic() < deadline, "jobs were still READY"
-        assert Worker(task_backends["default"], ["default"], batch=10, burst=True).run() == 0
-        time.sleep(0.05)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("restore_signal_handlers")]
 
 
 def test_a_snooze_gives_the_job_back_later_without_spending_an_attempt():

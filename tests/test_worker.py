@@ -1,6 +1,5 @@
 """The worker loop in-process: outcomes, retries, backoff, bad rows, signals."""
 
-import signal
 import threading
 import time
 from datetime import timedelta
@@ -16,9 +15,9 @@ from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import task_backends, task_finished, task_started
 from django_dbqueue.transitions import retry_delay
 from django_dbqueue.worker import Worker
-from tests.conftest import wait_for
+from tests.conftest import drain_in_bursts, wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("restore_signal_handlers")]
 
 FAST_RETRIES = {
     "default": {
@@ -29,14 +28,6 @@ FAST_RETRIES = {
 }
 
 
-@pytest.fixture(autouse=True)
-def restore_signal_handlers():
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
-
-
 def burst(batch: int = 20) -> Worker:
     worker = Worker(task_backends["default"], ["default", "email", "slow"], batch=batch, burst=True)
     assert worker.run() == 0
@@ -45,11 +36,7 @@ def burst(batch: int = 20) -> Worker:
 
 def drain(timeout: float = 20.0) -> None:
     """Burst runs until nothing is READY; retries wait out their backoff."""
-    deadline = time.monotonic() + timeout
-    while Job.objects.ready().exists():
-        assert time.monotonic() < deadline, "jobs were still READY"
-        burst()
-        time.sleep(0.05)
+    drain_in_bursts(("default", "email", "slow"), batch=20, timeout=timeout)
 
 
 def test_a_successful_job_records_its_return_value_and_times():
