@@ -11,6 +11,8 @@ outcomes.py     successes recorded together; unstored.py: an outcome the
                 database refuses; contract.py: what they need of the runner
 atomic.py       a task's writes and its success in one transaction;
                 groups.py, savepoints.py: atomic jobs sharing one
+failures.py     how a failed attempt is logged; snoozing.py: a task's Snooze
+                (the retry policy itself: django_dbqueue/retries.py)
 stops.py        a job stopped on purpose (cancelled, interrupted);
                 softstop.py: the task's side of it; timeouts.py: time limits
 signals.py      how the process hears that it must stop
