@@ -87,14 +87,25 @@ def test_a_worker_paused_past_its_lease_commits_nothing_of_an_atomic_task(runque
 def in_body(worker) -> bool:
     """The worker's task has started (its log says so at debug level: here,
     the body's insert is visible to others only for a plain task, so ask
-    the server whether the worker's connection is inside a transaction)."""
+    the server whether a connection to this test's database has been inside
+    a transaction for a while, as the body's is while it sleeps). Not any
+    connection of the server: another test running beside this one had its
+    own transaction, and the worker was paused before its body (CI, MySQL)."""
     from django.db import connection
 
     with connection.cursor() as cursor:
         if connection.vendor == "mysql":
-            cursor.execute("SELECT COUNT(*) FROM information_schema.INNODB_TRX")
+            cursor.execute(
+                "SELECT COUNT(*) FROM information_schema.INNODB_TRX t "
+                "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
+                "WHERE p.DB = DATABASE() AND t.trx_rows_modified > 0 "
+                "AND t.trx_started < NOW() - INTERVAL 0.3 SECOND"
+            )
         else:
-            cursor.execute("SELECT COUNT(*) FROM pg_stat_activity WHERE state LIKE 'idle in transaction%%'")
+            cursor.execute(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND state LIKE 'idle in transaction%%' AND xact_start < now() - interval '0.3 seconds'"
+            )
         return cursor.fetchone()[0] > 0 or Execution.objects.filter(key="slept").exists()
 
 
