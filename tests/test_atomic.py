@@ -2,6 +2,7 @@
 not at all, so their database effects happen exactly once."""
 
 import signal
+import time
 
 import pytest
 
@@ -67,7 +68,8 @@ def test_a_worker_paused_past_its_lease_commits_nothing_of_an_atomic_task(runque
     result = getattr(tasks, task).enqueue("slept", 2)
     paused = runqueue("--queue", "slow", DBQUEUE_LEASE="2")
     wait_for(lambda: Job.objects.get(pk=result.id).status == "RUNNING")
-    wait_for(lambda: Job.objects.get(pk=result.id).worker_ids == [] and in_body(paused))
+    in_body = InBody()
+    wait_for(lambda: Job.objects.get(pk=result.id).worker_ids == [] and in_body())
     paused.signal_group(signal.SIGSTOP)
     try:
         other = runqueue("--queue", "slow", DBQUEUE_LEASE="2")
@@ -84,29 +86,41 @@ def test_a_worker_paused_past_its_lease_commits_nothing_of_an_atomic_task(runque
     assert paused.wait(30) == 0 and other.wait(30) == 0
 
 
-def in_body(worker) -> bool:
-    """The worker's task has started (its log says so at debug level: here,
-    the body's insert is visible to others only for a plain task, so ask
-    the server whether a connection to this test's database has been inside
-    a transaction for a while, as the body's is while it sleeps). Not any
-    connection of the server: another test running beside this one had its
-    own transaction, and the worker was paused before its body (CI, MySQL)."""
-    from django.db import connection
+class InBody:
+    """Whether the worker's task has started (its log says so at debug level:
+    here, the body's insert is visible to others only for a plain task). Ask
+    the server which connections to this test's database are inside a
+    transaction that wrote, and say yes once one of them has stayed for 0.3 s,
+    as the body's does while it sleeps. Not any connection of the server:
+    another test beside this one had its own transaction while the worker was
+    still before its body (CI, MySQL). The 0.3 s are timed here, not by the
+    server's start stamps: MySQL's trx_started is in the server's zone while
+    NOW() is in the session's, which a project with USE_TZ = False sets to its
+    own (CI, MySQL in America/New_York)."""
 
-    with connection.cursor() as cursor:
-        if connection.vendor == "mysql":
-            cursor.execute(
-                "SELECT COUNT(*) FROM information_schema.INNODB_TRX t "
-                "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
-                "WHERE p.DB = DATABASE() AND t.trx_rows_modified > 0 "
-                "AND t.trx_started < NOW() - INTERVAL 0.3 SECOND"
-            )
-        else:
-            cursor.execute(
-                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND state LIKE 'idle in transaction%%' AND xact_start < now() - interval '0.3 seconds'"
-            )
-        return cursor.fetchone()[0] > 0 or Execution.objects.filter(key="slept").exists()
+    def __init__(self) -> None:
+        self.first_seen: dict[object, float] = {}
+
+    def __call__(self) -> bool:
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            if connection.vendor == "mysql":
+                cursor.execute(
+                    "SELECT t.trx_id FROM information_schema.INNODB_TRX t "
+                    "JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id "
+                    "WHERE p.DB = DATABASE() AND t.trx_rows_modified > 0"
+                )
+            else:
+                cursor.execute(
+                    "SELECT pid, xact_start FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND state LIKE 'idle in transaction%%'"
+                )
+            open_now = {tuple(row) for row in cursor.fetchall()}
+        now = time.monotonic()
+        self.first_seen = {trx: self.first_seen.get(trx, now) for trx in open_now}
+        lasted = any(now - since >= 0.3 for since in self.first_seen.values())
+        return lasted or Execution.objects.filter(key="slept").exists()
 
 
 @pytest.mark.parametrize(
