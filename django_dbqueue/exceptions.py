@@ -112,6 +112,13 @@ class JobInterrupted(BaseException):
     task that catches it should let it propagate after cleaning up."""
 
 
+class JobExpired(JobCancelled):
+    """Recorded as the error of a job that no run started before its
+    deadline (``expires=``): it ended CANCELLED without running. A
+    ``JobCancelled``, so code that looks for a cancelled job's error finds
+    it; never raised into a task."""
+
+
 class WorkerStopped(Exception):
     """Recorded as a job's error when its worker was stopped at once (a second
     signal, or SIGQUIT) while running it; the attempt counts."""

@@ -123,6 +123,11 @@ class Job(models.Model):
     # Times the task snoozed (raised Snooze): given back for a while, its
     # attempt unspent (migration 0021).
     snoozes = models.PositiveIntegerField(default=0, db_default=0)
+    # The deadline for a run to start (the task's or the call's expires=;
+    # NULL: none). A worker that claims the job after it ends it CANCELLED,
+    # "expired", without running it (migration 0022). No index: it is read
+    # with the claimed row, never searched.
+    expires_at = models.DateTimeField(null=True, blank=True)
     # A small JSON object the enqueue gave (enqueue/metadata.py), read by
     # the task (current_job().metadata) and shown in the admin; it carries
     # the enqueuing trace context under "trace_context" (tracing.py).

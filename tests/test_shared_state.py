@@ -50,10 +50,12 @@ def test_cancels_stop_deadlines_and_control_counts_are_per_slot_and_reset_with_a
     first.count_control(cancelled=True)
     second.count_control(interrupted=True)
     second.count_control(cancelled=True, interrupted=True)
+    second.count_control(expired=True)
     assert (first.job_id, first.cancel_posted(), first.stop_deadline) == (11, (11, 12.5), 40.0)
     assert (shared.slot(1).job_id, shared.slot(1).cancel_posted()) == (0, (0, 0.0))
     assert (first.cancelled, first.interrupted, second.cancelled, second.interrupted) == (1, 0, 1, 2)
-    assert shared.control_totals() == (2, 2)
+    assert (first.expired, second.expired) == (0, 1)
+    assert shared.control_totals() == (2, 2, 1)
     assert shared.totals() == (0, 0), "cancelled and interrupted jobs are counted apart"
     first.reset("w")
     assert (first.job_id, first.cancel_posted(), first.stop_deadline) == (0, (0, 0.0), 0.0)

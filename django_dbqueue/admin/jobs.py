@@ -82,7 +82,7 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
     list_per_page = 50
     fieldsets = (
         (None, {"fields": ("task_path", "queue_name", "status_badge", "priority", "attempts_of_max")}),
-        ("Timeline", {"fields": ("timeline", "due", "held_by", "lease_expires", "workers")}),
+        ("Timeline", {"fields": ("timeline", "due", "expires", "held_by", "lease_expires", "workers")}),
         ("Call", {"fields": ("arguments", "keyword_arguments", "job_metadata", "job_keys", "retry_policy")}),
         ("Outcome", {"fields": ("result", "error_list")}),
         ("Earlier runs", {"fields": ("earlier_runs",), "classes": ("collapse",)}),
@@ -95,6 +95,7 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
         "attempts_of_max",
         "timeline",
         "due",
+        "expires",
         "held_by",
         "lease_expires",
         "workers",
@@ -152,6 +153,11 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
     @admin.display(description="run after")
     def due(self, job: Job) -> SafeString | str:
         return show.time_tag(job.run_after)
+
+    @admin.display(description="expires at")
+    def expires(self, job: Job) -> SafeString | str:
+        """The deadline for a run to start (expires=): past it, a worker ends the job unrun."""
+        return show.time_tag(job.expires_at) if job.expires_at else "never"
 
     @admin.display(description="owner")
     def held_by(self, job: Job) -> SafeString | str:

@@ -40,6 +40,7 @@ CLASS_PATHS = {
     "lost": "django_dbqueue.exceptions.WorkerLost",
     "cancelled": "django_dbqueue.exceptions.JobCancelled",
     "snoozed": "django_dbqueue.exceptions.Snooze",
+    "expired": "django_dbqueue.exceptions.JobExpired",
 }
 
 
@@ -186,6 +187,8 @@ def _told(entry: Entry) -> str:
         )
     if entry.path == CLASS_PATHS["cancelled"]:
         return f"Cancelled before attempt {entry.number} started"
+    if entry.path == CLASS_PATHS["expired"]:
+        return f"Expired before attempt {entry.number} started: cancelled without running"
     if entry.path == CLASS_PATHS["snoozed"] and isinstance(entry.raw.get("snoozed"), int | float):
         seconds = entry.raw["snoozed"]
         return f"Attempt {entry.number} snoozed for {seconds:g} s: back to the queue, not counted"

@@ -33,6 +33,7 @@ from ..tasks_api import TaskResultStatus
 from ..tracing import trace_context
 from ..transitions.inserts import column_field, insert_job, insert_statement
 from ..workflows.context import batch_fields
+from .expiry import deadline
 from .keys import call_keys, is_keyed
 from .metadata import TRACE_KEY, check_metadata
 from .results import JobResult, new_result
@@ -61,6 +62,7 @@ class Plan:
         "columns",
         "constant",
         "database",
+        "expires",
         "empty",
         "empty_marks",
         "integers",
@@ -84,6 +86,7 @@ class Plan:
         self.integers = exact_integers(connections[self.database])
         self.rate_limits = backend.config.RATE_LIMITS
         self.keyed = is_keyed(task, self.rate_limits)
+        self.expires = getattr(task, "expires", None)  # None: the job's row has no deadline
         self.metadata = check_metadata(getattr(task, "metadata", None), self.integers) or {}
         # An aware run_after with USE_TZ = False: the local time it names.
         self.run_after = as_stored(task.run_after) if task.run_after else None
@@ -107,7 +110,12 @@ class Plan:
         # The task's columns, then the call's, then the keys a keyed task
         # writes (NULL when a key function returns None).
         own = [*TASK_COLUMNS, *(name for name, default in WORKFLOW_DEFAULTS if getattr(job, name) != default)]
-        self.columns = (*own, *CALL_COLUMNS, *(KEY_COLUMNS if self.keyed else ()))
+        self.columns = (
+            *own,
+            *CALL_COLUMNS,
+            *(KEY_COLUMNS if self.keyed else ()),
+            *(("expires_at",) if self.expires is not None else ()),
+        )
         connection = connections[self.database]
         # Prepared by each field exactly as save() would; written into the
         # statement as literals where they need no escaping (see literal()).
@@ -135,6 +143,8 @@ class Plan:
             **batch_fields(self.database),
             **call,
         }
+        if self.expires is not None:
+            fields["expires_at"] = deadline(self.expires, now, fields["run_after"])
         for name in FRESH_LISTS:
             fields[name] = []
         # The task's metadata, and the trace this enqueue runs in (unless
@@ -208,6 +218,8 @@ class Plan:
         params.append(enqueued_at)
         if self.keyed:
             params += [_prepared(name, getattr(job, name), connection) for name in KEY_COLUMNS]
+        if self.expires is not None:
+            params.append(_prepared("expires_at", job.expires_at, connection))
         batch, metadata = job.batch_id, job.metadata
         if batch is not None:
             params.append(column_field("batch_id").get_db_prep_save(batch, connection))

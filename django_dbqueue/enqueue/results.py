@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..exceptions import JobCancelled, TaskResultNotLoadable
+from ..exceptions import JobCancelled, JobExpired, TaskResultNotLoadable
 from ..payload import as_list
 from ..routing import home_backend, is_queue_backend, result_prefix, split_result_id
 from ..status import Status
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ..backend import DatabaseBackend
 
 JOB_CANCELLED = f"{JobCancelled.__module__}.{JobCancelled.__qualname__}"
+JOB_EXPIRED = f"{JobExpired.__module__}.{JobExpired.__qualname__}"
 CANCELLED_TRACEBACK = (
     f"{JOB_CANCELLED}: the job was cancelled before it ran (in the admin, or by Job.objects.cancel()).\n"
 )
@@ -190,8 +191,8 @@ class ResultView:
             # Django's API has no cancelled state; FAILED is finished, so a
             # caller waiting for is_finished stops waiting.
             status = TaskResultStatus.FAILED
-            if not errors or errors[-1].exception_class_path != JOB_CANCELLED:
-                # A job cancelled while running has the worker's entry already.
+            if not errors or errors[-1].exception_class_path not in (JOB_CANCELLED, JOB_EXPIRED):
+                # A job cancelled while running, or expired, has the worker's entry already.
                 errors.append(
                     StoredTaskError(exception_class_path=JOB_CANCELLED, traceback=CANCELLED_TRACEBACK)
                 )

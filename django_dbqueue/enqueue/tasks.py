@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..tasks_api import Task
@@ -56,6 +57,11 @@ class DatabaseTask(Task):
         worker, per ``rate_key`` (a string or a function of the arguments;
         default: the task as a whole). The others wait READY without
         spending an attempt. Not with a ``concurrency_key``.
+    ``expires``
+        The deadline for a run to start: seconds or a ``timedelta`` counted
+        from each enqueue, or (for one call, with ``.using(...)``) a
+        datetime. A job no run started by then ends CANCELLED, expired,
+        without running (see docs/tasks.md, "Expiry").
     ``max_snoozes``
         Times a job may snooze (raise :class:`~django_dbqueue.exceptions.Snooze`)
         before it ends FAILED; ``None`` means the backend's ``MAX_SNOOZES``.
@@ -86,6 +92,7 @@ class DatabaseTask(Task):
     rate_limit: str | None = None
     rate_key: str | Callable[..., str] | None = None
     max_snoozes: int | None = None
+    expires: float | timedelta | datetime | None = None
     retry_on: tuple[type[BaseException], ...] = ()
     fail_on: tuple[type[BaseException], ...] = ()
     # Not hashed: a callable object need not be hashable.
@@ -109,6 +116,10 @@ class DatabaseTask(Task):
             from .metadata import check_metadata
 
             ours["metadata"] = check_metadata(ours["metadata"])
+        if "expires" in ours:
+            from .expiry import check_expires
+
+            check_expires(ours["expires"], per_call=True)
         if "on_parent_failure" in ours:
             from ..workflows.dependencies import check_policy
 
@@ -129,4 +140,5 @@ OWN_USING = (
     "on_parent_failure",
     "pass_result",
     "metadata",
+    "expires",
 )

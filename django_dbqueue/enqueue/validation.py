@@ -18,6 +18,7 @@ from ..exceptions import InvalidTaskArguments
 from ..limits import COLUMN_MAX, EARLIEST, LATEST, MAX_SECONDS, MIN_SECONDS
 from ..shown import shown
 from ..tasks_api import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY, InvalidTask
+from .expiry import check_expires
 
 QUEUE_NAME_MAX = 64  # Job.queue_name's max_length
 
@@ -43,6 +44,7 @@ def validate_fields(task: Any, queues: set[str]) -> None:
     if task.run_after is not None:
         check_run_after(task.run_after)
     validate_options({name: getattr(task, name, None) for name in ("max_attempts", "timeout", "metadata")})
+    check_expires(getattr(task, "expires", None), per_call=True)
     atomic = getattr(task, "atomic", False)
     validate_options({"atomic": atomic})
     if atomic and iscoroutinefunction(task.func):
@@ -73,6 +75,7 @@ def validate_options(options: Mapping[str, Any]) -> None:
         raise InvalidTask(
             f"max_snoozes must be a whole number from 0 to {COLUMN_MAX:,}, not {shown(max_snoozes)}."
         )
+    check_expires(options.get("expires"), per_call=False)
     if options.get("metadata") is not None:
         from .metadata import check_metadata
 

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import Count, Min, QuerySet
+from django.db.models import Count, F, Min, QuerySet
 from django.db.models.functions import TruncMinute
 
 from ..clock import read_database_now
@@ -37,6 +37,7 @@ class QueueFigures:
     lag_seconds: float | None = None  # how long the oldest due job has waited; None: nothing due
     succeeded_recently: int = 0
     failed_recently: int = 0  # jobs that ended FAILED within the window
+    expired_recently: int = 0  # jobs that ended CANCELLED within the window, claimed past their deadline
     paused: bool = False
     cancel_pending: int = 0  # jobs asked to stop (cancel_requested_at) that no worker has ended yet
     # Jobs finished in each of the last whole minutes, oldest first (snapshot's ``chart_minutes``).
@@ -128,6 +129,9 @@ def snapshot(
             of(name).succeeded_recently = n
         elif status == Status.FAILED:
             of(name).failed_recently = n
+    expired = recent.filter(status=Status.CANCELLED, expires_at__lte=F("finished_at"))
+    for name, n in expired.order_by().values_list("queue_name").annotate(Count("pk")):
+        of(name).expired_recently = n
     # The cancel_requested_at index holds only pending requests: finishing a job clears its own.
     requested = jobs.filter(cancel_requested_at__isnull=False)
     for name, n in requested.order_by().values_list("queue_name").annotate(Count("pk")):

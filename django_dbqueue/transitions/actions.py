@@ -54,6 +54,9 @@ CLEAN_RUN: dict[str, Any] = {
     "progress_message": "",
     "interruptions": 0,
     "snoozes": 0,
+    # A person asked for this run: the deadline (expires=) was the first
+    # run's, and would end a job requeued after it at once.
+    "expires_at": None,
 }
 
 
@@ -63,8 +66,9 @@ class ActionQuerySet(RunningQuerySet):
         attempts, no errors, no times; each earlier run is kept as a summary
         in ``history`` (the latest MAX_HISTORY). A requeued job holds no
         unique key: its key was freed when it finished, and may be held by
-        a newer job by now. Nor does it keep its progress, checkpoint or
-        interruptions: it starts from the beginning."""
+        a newer job by now. Nor does it keep its progress, checkpoint,
+        interruptions or deadline (``expires_at``): it starts from the
+        beginning, and runs whenever a worker reaches it."""
         count = 0
         with transaction.atomic(using=self.db):
             jobs = list(self.finished().annotate(db_now=DbNow()).select_for_update().order_by("pk"))
@@ -146,4 +150,5 @@ def _summary(job: Job) -> dict[str, Any]:
         "last_error": errors[-1] if errors else None,
         "interruptions": job.interruptions,
         "snoozes": job.snoozes,
+        "expires_at": iso(job.expires_at),
     }

@@ -49,7 +49,7 @@ class SharedState:
       number (a seqlock); writer: the worker, reader: the heartbeat.
     - ``stop_deadlines``: when a stopping worker interrupts its job in hand
       (elapsed clock, 0: none); writer: the worker.
-    - ``control_counts``: jobs cancelled and interrupted, per slot.
+    - ``control_counts``: jobs cancelled, interrupted and expired, per slot.
     """
 
     def __init__(self, slots: int, context: Any = None) -> None:
@@ -71,7 +71,7 @@ class SharedState:
         self.progress_length = ctx.RawArray("i", slots)
         self.progress_message = ctx.RawArray("c", MESSAGE_BYTES * slots)
         self.stop_deadlines = ctx.RawArray("d", slots)
-        self.control_counts = ctx.RawArray("q", 2 * slots)
+        self.control_counts = ctx.RawArray("q", 3 * slots)
         # Claim and run durations, for the metrics endpoint (timings.py).
         self.timings = SharedTimings(slots, ctx)
 
@@ -85,10 +85,10 @@ class SharedState:
         counts = list(self.counts)
         return sum(counts[0::2]), sum(counts[1::2])
 
-    def control_totals(self) -> tuple[int, int]:
-        """Jobs cancelled and interrupted while running, over every slot."""
+    def control_totals(self) -> tuple[int, int, int]:
+        """Jobs cancelled and interrupted while running, and expired, over every slot."""
         counts = list(self.control_counts)
-        return sum(counts[0::2]), sum(counts[1::2])
+        return sum(counts[0::3]), sum(counts[1::3]), sum(counts[2::3])
 
 
 class Slot:
@@ -120,17 +120,24 @@ class Slot:
     def failed(self) -> int:
         return self.state.counts[2 * self.index + 1]
 
-    def count_control(self, cancelled: bool = False, interrupted: bool = False) -> None:
-        self.state.control_counts[2 * self.index] += cancelled
-        self.state.control_counts[2 * self.index + 1] += interrupted
+    def count_control(
+        self, cancelled: bool = False, interrupted: bool = False, expired: bool = False
+    ) -> None:
+        self.state.control_counts[3 * self.index] += cancelled
+        self.state.control_counts[3 * self.index + 1] += interrupted
+        self.state.control_counts[3 * self.index + 2] += expired
 
     @property
     def cancelled(self) -> int:
-        return self.state.control_counts[2 * self.index]
+        return self.state.control_counts[3 * self.index]
 
     @property
     def interrupted(self) -> int:
-        return self.state.control_counts[2 * self.index + 1]
+        return self.state.control_counts[3 * self.index + 1]
+
+    @property
+    def expired(self) -> int:
+        return self.state.control_counts[3 * self.index + 2]
 
     @property
     def job_id(self) -> int:

@@ -1,5 +1,6 @@
-"""Tasks with retry policies (tests/test_retry_policies.py, docs/tasks.md):
-each failure leaves an Execution row, so a test counts the runs."""
+"""Tasks with retry policies, snoozes and deadlines (tests/test_retry_policies.py,
+test_snooze.py, test_expiry.py, docs/tasks.md): each run leaves an Execution
+row, so a test counts the runs."""
 
 import os
 from datetime import timedelta
@@ -67,3 +68,10 @@ def snooze_time(seconds: object) -> object:
     if isinstance(seconds, str) and seconds.startswith("timedelta:"):
         return timedelta(seconds=float(seconds.partition(":")[2]))
     return seconds
+
+
+@task(expires=timedelta(hours=1))
+def reports_within_the_hour(key: str) -> str:
+    """Not worth running once an hour has passed since its enqueue."""
+    Execution.objects.create(key=key, pid=os.getpid())
+    return key

@@ -79,6 +79,7 @@ def render(snap: Snapshot, replica: ReplicaLag | None = None) -> str:
         "lag",
         f"done/min ({snap.minutes:g} min)",
         "failed",
+        "expired",
     ]
     rows = [header]
     for q in snap.queues:
@@ -92,6 +93,7 @@ def render(snap: Snapshot, replica: ReplicaLag | None = None) -> str:
                 lag,
                 f"{q.per_minute(snap.minutes):.1f}",
                 str(q.failed_recently),
+                str(q.expired_recently),
             ]
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]

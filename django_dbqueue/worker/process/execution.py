@@ -36,7 +36,7 @@ from .outcomes import REFUSED, OutcomeBuffer
 from .resolving import resolve
 from .signals import ForcedStop
 from .snoozing import snooze_or_fail
-from .stops import cancel_unstarted, record_stop, stop_kind
+from .stops import end_unstarted, record_stop, stop_kind
 from .timeouts import call_with_limit
 from .undeployed import give_back_or_fail
 from .unstored import note_dropped, record_refused
@@ -126,8 +126,9 @@ class JobRunner:
         # A row written by hand may hold any JSON in these; the outcome appends.
         job.errors, job.worker_ids = as_list(job.errors), as_list(job.worker_ids)
         self.started = started = self.clock.now()
-        if job.cancel_requested_at is not None:  # asked before it started (by SQL, say)
-            return cancel_unstarted(self, job, started)
+        ended = end_unstarted(self, job, started)  # a cancel asked before it started, or its deadline past
+        if ended is not None:
+            return ended
         # Failures are recorded outside the except blocks: recording flushes
         # the batch's waiting successes, whose task_finished must not carry
         # this job's exception (Django's log receiver attaches the one being

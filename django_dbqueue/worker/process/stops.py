@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("django_dbqueue")
 
+JOB_EXPIRED = "django_dbqueue.exceptions.JobExpired"
 # What runner.run() returns for a job interrupted by a stop: back READY, its
 # attempt unspent, counted as interrupted and not as processed.
 INTERRUPTED = "INTERRUPTED"
@@ -132,6 +133,16 @@ def _interrupted_outcome(runner: Runner, job: Job, exc: BaseException) -> str:
     return INTERRUPTED
 
 
+def end_unstarted(runner: Runner, job: Job, started: Any) -> str | None:
+    """CANCELLED for a claimed job that must not start: its cancel was asked
+    (by SQL, say), or its deadline passed; None for a job to run."""
+    if job.cancel_requested_at is not None:
+        return cancel_unstarted(runner, job, started)
+    if job.expires_at is not None and job.expires_at <= started:  # no run starts past its deadline
+        return expire_unstarted(runner, job, started)
+    return None
+
+
 def cancel_unstarted(runner: Runner, job: Job, started: Any) -> str:
     """A claimed job whose cancel was asked before it started (a READY or
     WAITING row set by SQL, say): CANCELLED without running, its attempt
@@ -146,6 +157,26 @@ def cancel_unstarted(runner: Runner, job: Job, started: Any) -> str:
     return Status.CANCELLED
 
 
+def expire_unstarted(runner: Runner, job: Job, started: Any) -> str:
+    """A claimed job past its deadline (``expires_at``): CANCELLED without
+    running, its attempt unspent, with a ``JobExpired`` entry; through the
+    outcome path, so that its batch and dependants follow as for any
+    cancelled job."""
+    runner.settle()
+    now, deadline = runner.clock.now(), job.expires_at
+    error = {
+        "exception_class_path": JOB_EXPIRED,
+        "traceback": f"{JOB_EXPIRED}: not started by its deadline, {deadline and deadline.isoformat()}; "
+        "cancelled without running.\n",
+        "at": now.isoformat(),
+        "worker": runner.owner,
+    }
+    if runner.record(Finished(job, started, now, status=Status.CANCELLED, error=error, ran=False)):
+        _count(runner, cancelled=True, expired=True)
+        logger.info("Job %s (%s) expired before it started: cancelled.", job.pk, job.task_path)
+    return Status.CANCELLED
+
+
 def _unsaved(runner: Runner) -> Any:
     from ...transitions import UNCHANGED
 
@@ -153,9 +184,10 @@ def _unsaved(runner: Runner) -> Any:
     return UNCHANGED if unsaved is None else unsaved
 
 
-def _count(runner: Runner, cancelled: bool = False, interrupted: bool = False) -> None:
+def _count(runner: Runner, cancelled: bool = False, interrupted: bool = False, expired: bool = False) -> None:
+    """Count the job in hand's end in its slot (an expired job apart from the cancelled)."""
     if runner.slot is not None:
-        runner.slot.count_control(cancelled=cancelled, interrupted=interrupted)
+        runner.slot.count_control(cancelled and not expired, interrupted, expired)
 
 
 def _format(exc: BaseException) -> list[str]:

@@ -1,5 +1,5 @@
 """The metrics of one ``runqueue``, which only its supervisor can see:
-jobs processed, failed, cancelled while running and interrupted by a stop,
+jobs processed, failed, cancelled while running, expired and interrupted by a stop,
 run and claim durations, its live worker processes
 (:class:`ProcessCollector`).
 
@@ -38,7 +38,7 @@ class ProcessCollector:
             "Jobs this runqueue's workers ran that ended FAILED (out of attempts).",
             value=failed,
         )
-        cancelled, interrupted = self.state.control_totals()
+        cancelled, interrupted, expired = self.state.control_totals()
         yield CounterMetricFamily(
             "dbqueue_jobs_cancelled",
             "Jobs this runqueue's workers stopped because a cancel was requested while they ran.",
@@ -48,6 +48,11 @@ class ProcessCollector:
             "dbqueue_jobs_interrupted",
             "Jobs this runqueue's workers gave back unfinished when they stopped (past STOP_TIMEOUT).",
             value=interrupted,
+        )
+        yield CounterMetricFamily(
+            "dbqueue_jobs_expired",
+            "Jobs this runqueue's workers ended CANCELLED without running, claimed past their deadline.",
+            value=expired,
         )
         yield GaugeMetricFamily(
             "dbqueue_worker_processes",

@@ -87,10 +87,11 @@ class StatusLine:
         return count
 
     def _control_counts(self) -> list[tuple[str, int]]:
-        """Jobs cancelled and interrupted while running, once there are any
-        (the lines stay as they were for a runqueue that had none)."""
-        cancelled, interrupted = self.supervisor.state.control_totals()
-        return [(name, n) for name, n in (("cancelled", cancelled), ("interrupted", interrupted)) if n]
+        """Jobs cancelled and interrupted while running, and expired, once
+        there are any (the lines stay as they were for a runqueue that had none)."""
+        cancelled, interrupted, expired = self.supervisor.state.control_totals()
+        counts = (("cancelled", cancelled), ("interrupted", interrupted), ("expired", expired))
+        return [(name, n) for name, n in counts if n]
 
     def summary(self) -> None:
         sup = self.supervisor
