@@ -145,8 +145,10 @@ class DatabaseBackend(BaseTaskBackend):
             else:
                 on_duplicate = getattr(task, "on_duplicate", "return")
                 result_id = self.results.result_id
+                debounce = getattr(task, "debounce", None)
                 holder = retry_on_conflict(
-                    lambda: insert_or_holder(job, self.database, on_duplicate, result_id), self.database
+                    lambda: insert_or_holder(job, self.database, on_duplicate, result_id, debounce),
+                    self.database,
                 )
         if holder is not job:
             return self.to_result(holder, task if holder.task_path == task.module_path else None)

@@ -57,9 +57,12 @@ def task(
             **options,
         )
 
+    from ..debounce import as_debounce
     from ..retries import normalized
 
     options = normalized(options)
+    if "debounce" in options:
+        options["debounce"] = as_debounce(options["debounce"])
     if "run_after" in options:
         raise TypeError(
             "run_after cannot be set in @task: it is a time, not a default. "

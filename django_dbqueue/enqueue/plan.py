@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.core.signals import setting_changed
@@ -62,6 +63,7 @@ class Plan:
         "columns",
         "constant",
         "database",
+        "debounce",
         "expires",
         "empty",
         "empty_marks",
@@ -87,13 +89,17 @@ class Plan:
         self.rate_limits = backend.config.RATE_LIMITS
         self.keyed = is_keyed(task, self.rate_limits)
         self.expires = getattr(task, "expires", None)  # None: the job's row has no deadline
+        # A debounced call is due a quiet period after it (debounce.py).
+        self.debounce = getattr(task, "debounce", None)
         self.metadata = check_metadata(getattr(task, "metadata", None), self.integers) or {}
         # An aware run_after with USE_TZ = False: the local time it names.
         self.run_after = as_stored(task.run_after) if task.run_after else None
         # Whether to_result() gives a new job's result the task itself,
         # rather than a copy with the row's values.
-        self.as_is = task.backend == backend.alias and (
-            task.run_after is None or self.run_after == task.run_after
+        self.as_is = (
+            task.backend == backend.alias
+            and (task.run_after is None or self.run_after == task.run_after)
+            and self.debounce is None
         )
         job = Job(
             task_path=task.module_path,
@@ -143,6 +149,8 @@ class Plan:
             **batch_fields(self.database),
             **call,
         }
+        if self.debounce is not None:
+            fields["run_after"] = max(fields["run_after"], now + timedelta(seconds=self.debounce.seconds))
         if self.expires is not None:
             fields["expires_at"] = deadline(self.expires, now, fields["run_after"])
         for name in FRESH_LISTS:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..debounce import Debounce
 from ..tasks_api import Task
 
 
@@ -62,6 +63,11 @@ class DatabaseTask(Task):
         from each enqueue, or (for one call, with ``.using(...)``) a
         datetime. A job no run started by then ends CANCELLED, expired,
         without running (see docs/tasks.md, "Expiry").
+    ``debounce``
+        With a ``unique_key``: calls with the same key within a quiet period
+        make one run (:class:`~django_dbqueue.debounce.Debounce`, or its
+        seconds alone); each call makes the key's pending job due that long
+        after it, with the call's arguments (see docs/scheduling.md, "Debounce").
     ``max_snoozes``
         Times a job may snooze (raise :class:`~django_dbqueue.exceptions.Snooze`)
         before it ends FAILED; ``None`` means the backend's ``MAX_SNOOZES``.
@@ -93,6 +99,7 @@ class DatabaseTask(Task):
     rate_key: str | Callable[..., str] | None = None
     max_snoozes: int | None = None
     expires: float | timedelta | datetime | None = None
+    debounce: Debounce | None = None
     retry_on: tuple[type[BaseException], ...] = ()
     fail_on: tuple[type[BaseException], ...] = ()
     # Not hashed: a callable object need not be hashable.

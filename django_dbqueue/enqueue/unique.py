@@ -15,14 +15,18 @@ that races the holder's own uncommitted INSERT still spends one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, connections, transaction
 
+from ..debounce import due
 from ..exceptions import JobAlreadyQueued
+from ..status import Status
+from ..transitions.debounced import pass_key, take_call
 from ..transitions.inserts import insert_job
 
 if TYPE_CHECKING:
+    from ..debounce import Debounce
     from ..models import Job
 
 # A holder can finish between our failed INSERT and our read of it; then the
@@ -32,13 +36,19 @@ ROUNDS = 5
 
 
 def insert_or_holder(
-    job: Job, using: str, on_duplicate: str, result_id: Callable[[object], str] = str
+    job: Job,
+    using: str,
+    on_duplicate: str,
+    result_id: Callable[[object], str] = str,
+    debounce: Debounce | None = None,
 ) -> Job:
     """Insert ``job`` (which holds ``job.unique_key``) and return it, or
     return the unfinished job that holds the key already (``on_duplicate
     ="return"``), or raise :class:`JobAlreadyQueued` (``"raise"``) with the
     holder's ``result_id`` (the backend's: ``"reports:17"`` off the home
-    database, routing.py)."""
+    database, routing.py). With ``debounce``, a holder not yet claimed
+    takes this call and comes back; a started one gives the key up to
+    ``job`` (:func:`debounced`)."""
     rows = type(job)._base_manager.using(using)
     for _ in range(ROUNDS):
         # Look first: an INSERT refused by the index has taken an
@@ -51,6 +61,11 @@ def insert_or_holder(
             holder = rows.filter(unique_key=job.unique_key).first()  # not committed when we looked
         if holder is None:
             continue  # finished meanwhile: the key is free again
+        if debounce is not None and holder.status in (Status.READY, Status.RUNNING):
+            taken = debounced(job, holder, rows, debounce)
+            if taken is None:
+                continue  # claimed, finished or freed meanwhile, or its key passed to job: again
+            return taken
         if on_duplicate == "raise":
             holder_id = result_id(holder.pk)
             raise JobAlreadyQueued(
@@ -61,6 +76,23 @@ def insert_or_holder(
     raise IntegrityError(
         f"The unique key {job.unique_key!r} was taken and freed {ROUNDS} times while enqueueing."
     )
+
+
+def debounced(job: Job, holder: Job, rows: Any, debounce: Debounce) -> Job | None:
+    """The holder, READY, after it took ``job``'s call (debounce.py); None
+    when the key must be tried again: the holder was claimed or finished
+    meanwhile, or had started and gave its key up for ``job`` to take."""
+    key = job.unique_key
+    if holder.status == Status.RUNNING:
+        pass_key(rows, holder.pk, key)
+        return None
+    arguments = None
+    if debounce.replace:
+        arguments = {"args": job.args, "kwargs": job.kwargs, "expires_at": job.expires_at}
+    when = due(debounce, job.enqueued_at, holder.enqueued_at)
+    if not take_call(rows, holder.pk, key, when, arguments):
+        return None
+    return rows.get(pk=holder.pk)
 
 
 def _inserted(job: Job, using: str) -> bool:

@@ -14,6 +14,7 @@ from asgiref.sync import iscoroutinefunction
 from django.apps import apps
 from django.utils.timezone import is_aware
 
+from ..debounce import check_debounced
 from ..exceptions import InvalidTaskArguments
 from ..limits import COLUMN_MAX, EARLIEST, LATEST, MAX_SECONDS, MIN_SECONDS
 from ..shown import shown
@@ -76,6 +77,7 @@ def validate_options(options: Mapping[str, Any]) -> None:
             f"max_snoozes must be a whole number from 0 to {COLUMN_MAX:,}, not {shown(max_snoozes)}."
         )
     check_expires(options.get("expires"), per_call=False)
+    check_debounced(dict(options))
     if options.get("metadata") is not None:
         from .metadata import check_metadata
 

@@ -38,6 +38,7 @@ running.py   control over running jobs: cancel requests, progress,
              checkpoints, cancel_running, interrupt
 deploys.py   give_back_undeployed: a job whose task the worker's code lacks
 actions.py   people's actions: requeue, cancel, run_now, prune
+debounced.py a debounced call: its key's READY holder takes it, a started one passes the key
 unreadable.py  fail READY rows holding a time Python cannot read, unread
 pruning.py   retention's deletes (finished jobs, empty batches, idle slots and keys),
              which operations/retention.py schedules

@@ -1,11 +1,12 @@
-"""Tasks with retry policies, snoozes and deadlines (tests/test_retry_policies.py,
-test_snooze.py, test_expiry.py, docs/tasks.md): each run leaves an Execution
-row, so a test counts the runs."""
+"""Tasks with retry policies, snoozes, deadlines and debounce
+(tests/test_retry_policies.py, test_snooze.py, test_expiry.py,
+test_debounce.py): each run leaves an Execution row, so a test counts the runs."""
 
 import os
 from datetime import timedelta
 
 from django_dbqueue import current_job, task
+from django_dbqueue.debounce import Debounce
 from django_dbqueue.exceptions import Snooze
 from django_dbqueue.retries import Exponential
 
@@ -75,3 +76,17 @@ def reports_within_the_hour(key: str) -> str:
     """Not worth running once an hour has passed since its enqueue."""
     Execution.objects.create(key=key, pid=os.getpid())
     return key
+
+
+@task(unique_key=lambda user_id, note="": f"reindex:{user_id}", debounce=Debounce(0.3, max_wait=120))
+def reindex(user_id: int, note: str = "") -> str:
+    """One run per burst of calls for a user, with the last call's note."""
+    Execution.objects.create(key=f"reindex:{user_id}:{note}", pid=os.getpid())
+    return note
+
+
+@task(unique_key=lambda user_id, note="": f"digest:{user_id}", debounce=Debounce(60, replace=False))
+def send_digest(user_id: int, note: str = "") -> str:
+    """Keeps the first call's note; later calls only move its start."""
+    Execution.objects.create(key=f"digest:{user_id}:{note}", pid=os.getpid())
+    return note
