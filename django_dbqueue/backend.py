@@ -30,6 +30,7 @@ from .enqueue.results import JobResult, ResultView
 from .enqueue.tasks import DatabaseTask
 from .enqueue.unique import insert_or_holder
 from .enqueue.validation import check_arguments, task_module_allowed, validate_fields
+from .enqueue.windows import insert_in_window
 from .options import OptionsError, QueueOptions, database_problem, entry_problems
 from .routing import MARK
 from .schema import schema_required
@@ -142,6 +143,15 @@ class DatabaseBackend(BaseTaskBackend):
                 else:
                     retry_on_conflict(lambda: insert_job(job, self.database), self.database)
                 holder = job
+            elif getattr(task, "unique_period", None) is not None:
+                # The key holds the window, not the job's row (enqueue/windows.py).
+                key, job.unique_key = job.unique_key, None
+                on_duplicate, period = getattr(task, "on_duplicate", "return"), task.unique_period
+                result_id = self.results.result_id
+                holder = retry_on_conflict(
+                    lambda: insert_in_window(job, key, period, self.database, on_duplicate, result_id),
+                    self.database,
+                )
             else:
                 on_duplicate = getattr(task, "on_duplicate", "return")
                 result_id = self.results.result_id

@@ -259,6 +259,20 @@ class ConcurrencyLock(models.Model):
         return self.key
 
 
+class UniqueWindow(models.Model):
+    """The job that holds a key for one window of a task unique for a
+    period (``@task(unique_key=..., unique_period=...)``, enqueue/windows.py):
+    finished or not, until the job is pruned, or ends FAILED or CANCELLED
+    and the next call of the window takes the key. ``key`` is the call's
+    key, ``@`` and the window's start in UTC."""
+
+    key = KeyField(max_length=320, unique=True)
+    job_id = models.BigIntegerField(db_index=True)
+
+    def __str__(self) -> str:
+        return self.key
+
+
 class RateSlot(models.Model):
     """One of the N slots of a rate key of limit N per period: free once
     ``free_at`` has passed, and moved a period on by the claim that uses it

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, cast
 from django.apps import apps
 
 if TYPE_CHECKING:
-    from .models import ConcurrencyLock, Job, RateSlot
+    from .models import ConcurrencyLock, Job, RateSlot, UniqueWindow
 
 APP = "django_dbqueue"
 
@@ -33,3 +33,8 @@ def rate_slot() -> type[RateSlot]:
 @functools.cache
 def concurrency_lock() -> type[ConcurrencyLock]:
     return cast("type[ConcurrencyLock]", apps.get_model(APP, "ConcurrencyLock"))
+
+
+@functools.cache
+def unique_window() -> type[UniqueWindow]:
+    return cast("type[UniqueWindow]", apps.get_model(APP, "UniqueWindow"))

@@ -15,7 +15,7 @@ from django.urls import URLPattern, path
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from ..models import Job
+from ..models import Job, UniqueWindow
 from . import display as show
 from . import timeline as story
 from .actions import JobActions
@@ -197,6 +197,9 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
         keys = []
         if job.unique_key is not None:
             keys.append(("unique key", job.unique_key, ""))
+        window = UniqueWindow.objects.using(job._state.db).filter(job_id=job.pk).first()
+        if window is not None:  # a task unique for a period (enqueue/windows.py)
+            keys.append(("unique key for its window", window.key, "held until its row is pruned"))
         if job.concurrency_key is not None:
             keys.append(("concurrency key", job.concurrency_key, f"at most {job.concurrency_limit} at once"))
         if job.rate_key is not None:

@@ -37,6 +37,11 @@ class DatabaseTask(Task):
         enqueueing another returns that job, or raises
         :class:`~django_dbqueue.exceptions.JobAlreadyQueued` when
         ``on_duplicate="raise"``.
+    ``unique_period``
+        With a ``unique_key``: seconds or a ``timedelta`` (1 s to 366 days).
+        The key holds for the window of that length its job is due in,
+        even after the job finished, while the job's row is kept (see
+        docs/scheduling.md, "Unique for a period").
     ``concurrency_key``, ``concurrency_limit``
         At most ``concurrency_limit`` jobs with the same key (a string or a
         function of the arguments) run at once, across every worker; the
@@ -90,6 +95,7 @@ class DatabaseTask(Task):
     atomic: bool = False
     unique_key: str | Callable[..., str] | None = None
     on_duplicate: str = "return"  # or "raise": JobAlreadyQueued
+    unique_period: float | timedelta | None = None
     concurrency_key: str | Callable[..., str] | None = None
     concurrency_limit: int | None = None
     # Not hashed: a Task is a frozen dataclass, and a dict has no hash.

@@ -63,6 +63,7 @@ def delete_past(jobs: QuerySet[Job], outcome: str, age: timedelta, size: int = B
         # The status and age again: nothing requeued them meanwhile, as they are locked.
         deleted = jobs.model._base_manager.using(jobs.db).filter(pk__in=ids).delete()[0]
     forget_dependencies(jobs.db, ids)
+    forget_windows(jobs.db, ids)
     return deleted
 
 
@@ -79,6 +80,15 @@ def forget_dependencies(using: str, ids: list[int]) -> int:
             rows.filter(child_id__in=ids).select_for_update(skip_locked=True).values_list("pk", flat=True)
         )
         return rows.filter(pk__in=held).delete()[0] if held else 0
+
+
+def forget_windows(using: str, ids: list[int]) -> int:
+    """Delete the UniqueWindow rows of the deleted jobs ``ids``: a window's
+    key holds while its job's row is kept (enqueue/windows.py). After the
+    jobs' delete committed, as forget_dependencies(); a row left behind is
+    given up by the next call of its window, which finds no job."""
+    windows = tables.unique_window().objects.using(using)
+    return windows.filter(job_id__in=ids).delete()[0]
 
 
 def delete_old_batches(using: str, age: timedelta, size: int = BATCH) -> int:

@@ -1,6 +1,7 @@
-"""Tasks with retry policies, snoozes, deadlines and debounce
+"""Tasks with retry policies, snoozes, deadlines, debounce and windows
 (tests/test_retry_policies.py, test_snooze.py, test_expiry.py,
-test_debounce.py): each run leaves an Execution row, so a test counts the runs."""
+test_debounce.py, test_unique_windows.py): each run leaves an Execution row,
+so a test counts the runs."""
 
 import os
 from datetime import timedelta
@@ -90,3 +91,10 @@ def send_digest(user_id: int, note: str = "") -> str:
     """Keeps the first call's note; later calls only move its start."""
     Execution.objects.create(key=f"digest:{user_id}:{note}", pid=os.getpid())
     return note
+
+
+@task(unique_key=lambda account_id: f"statement:{account_id}", unique_period=timedelta(hours=23))
+def send_statement(account_id: int) -> int:
+    """At most once per 23-hour window for an account, even after it ran."""
+    Execution.objects.create(key=f"statement:{account_id}", pid=os.getpid())
+    return account_id
