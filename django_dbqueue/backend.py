@@ -21,16 +21,13 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .backend_checks import backend_messages, not_installed_message
 from .clock import DatabaseClock
-from .db import retry_on_conflict
 from .enqueue.bulk import DEFAULT_BATCH_SIZE, Call, build_jobs, insert_jobs, results_for
-from .enqueue.inserting import insert_job
 from .enqueue.keys import check_key_options
 from .enqueue.plan import Plan, Plans
 from .enqueue.results import JobResult, ResultView
 from .enqueue.tasks import DatabaseTask
-from .enqueue.unique import insert_or_holder
 from .enqueue.validation import check_arguments, task_module_allowed, validate_fields
-from .enqueue.windows import insert_in_window
+from .enqueue.writing import as_planned, check_combination, write
 from .options import OptionsError, QueueOptions, database_problem, entry_problems
 from .routing import MARK
 from .schema import schema_required
@@ -122,48 +119,17 @@ class DatabaseBackend(BaseTaskBackend):
         ``migrate``: QueueNotMigrated, which says to run it. With the
         ``plan`` that made the job, its INSERT writes only what an enqueue
         decides (enqueue/inserting.py)."""
-        parents = getattr(task, "depends_on", ())
-        if parents and job.unique_key is not None:
-            raise InvalidTask(
-                f"The task {task.module_path} has a unique_key, which a job with depends_on "
-                "cannot have yet; enqueue the dependant through a task without unique_key, "
-                "and give its first parent the key instead."
-            )
+        check_combination(job, task)
         with schema_required(self.alias, self.database):
-            if parents:
-                # Here, not at the top: the backend is imported while apps load
-                # (tasks defined in a models module), before any model can be.
-                from .workflows.dependencies import insert_dependant
-
-                retry_on_conflict(lambda: insert_dependant(job, list(parents), self.database), self.database)
-                holder = job
-            elif job.unique_key is None:
-                if plan is not None:
-                    retry_on_conflict(lambda: plan.insert(job), self.database)
-                else:
-                    retry_on_conflict(lambda: insert_job(job, self.database), self.database)
-                holder = job
-            elif getattr(task, "unique_period", None) is not None:
-                # The key holds the window, not the job's row (enqueue/windows.py).
-                key, job.unique_key = job.unique_key, None
-                on_duplicate, period = getattr(task, "on_duplicate", "return"), task.unique_period
-                result_id = self.results.result_id
-                holder = retry_on_conflict(
-                    lambda: insert_in_window(job, key, period, self.database, on_duplicate, result_id),
-                    self.database,
-                )
-            else:
-                on_duplicate = getattr(task, "on_duplicate", "return")
-                result_id = self.results.result_id
-                debounce = getattr(task, "debounce", None)
-                holder = retry_on_conflict(
-                    lambda: insert_or_holder(job, self.database, on_duplicate, result_id, debounce),
-                    self.database,
-                )
+            holder = write(self, job, task, plan)
         if holder is not job:
             return self.to_result(holder, task if holder.task_path == task.module_path else None)
         # A dependant's row may differ from the job its plan made (workflows).
-        result = plan.result(self, job) if plan is not None and not parents else self.to_result(job, task)
+        result = (
+            plan.result(self, job)
+            if plan is not None and as_planned(job, task, plan)
+            else self.to_result(job, task)
+        )
         task_enqueued.send(type(self), task_result=result)
         return result
 
@@ -173,7 +139,9 @@ class DatabaseBackend(BaseTaskBackend):
         """Enqueue ``task`` once per ``(args, kwargs)`` in ``calls``, with one
         multi-row INSERT per ``batch_size`` jobs; see django_dbqueue.enqueue.bulk."""
         jobs = build_jobs(self, task, calls)
-        if getattr(task, "depends_on", ()) or any(job.unique_key is not None for job in jobs):
+        if getattr(task, "depends_on", ()) or any(
+            job.unique_key is not None or getattr(job, "sequence_key", None) is not None for job in jobs
+        ):
             # A dependant is written with its parents locked, one at a time.
             # Each key may meet a holder (another producer's, or an earlier
             # call of this batch): one INSERT per job, each told apart.

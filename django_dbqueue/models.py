@@ -273,6 +273,19 @@ class UniqueWindow(models.Model):
         return self.key
 
 
+class SequenceTail(models.Model):
+    """The latest job of each sequence key (``@task(sequence_key=...)``,
+    enqueue/sequences.py): the next job of the key waits for it. Its row is
+    locked while a producer appends a job, so producers of one key take
+    turns and the jobs run in the order they were enqueued."""
+
+    key = KeyField(max_length=255, unique=True)
+    job_id = models.BigIntegerField(null=True)
+
+    def __str__(self) -> str:
+        return self.key
+
+
 class RateSlot(models.Model):
     """One of the N slots of a rate key of limit N per period: free once
     ``free_at`` has passed, and moved a period on by the claim that uses it

@@ -179,7 +179,7 @@ def test_a_batch_filled_with_add_completes_only_once_sealed(runqueue):
 def test_bad_workflow_input_is_refused_with_what_to_do():
     with pytest.raises(TypeError, match="depends_on takes jobs"):
         wt.member.using(depends_on=["x"])
-    with pytest.raises(ValueError, match="'cancel' or 'run'"):
+    with pytest.raises(ValueError, match="'cancel', 'run' or 'hold'"):
         wt.member.using(depends_on=[1], on_parent_failure="ignore")
     with pytest.raises(LookupError, match="job #999999"):
         wt.member.using(depends_on=[999999]).enqueue("orphan")

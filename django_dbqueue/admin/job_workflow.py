@@ -109,6 +109,7 @@ class JobWorkflowFields(_ModelAdmin):
         failure = {
             "cancel": "a parent's failure or cancellation cancels this job",
             "run": "this job runs even if a parent failed or was cancelled",
+            "hold": "a FAILED parent holds this job until it is requeued and succeeds (not a cancelled one)",
         }.get(job.on_parent_failure, f"on_parent_failure = {job.on_parent_failure!r}")
         passing = (
             "its parents' return values come before its own arguments"

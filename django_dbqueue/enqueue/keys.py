@@ -102,7 +102,7 @@ def resolve_key(
     if value is None or isinstance(value, str):
         return value
     key = value(*args, **kwargs)
-    if key is None and name == "fairness_key":
+    if key is None and name in ("fairness_key", "sequence_key"):
         return None  # this call's job is an ordinary one
     most = KEY_MAXES.get(name, KEY_MAX)
     if not isinstance(key, str) or not key or len(key) > most:

@@ -35,7 +35,7 @@ from ..tracing import trace_context
 from ..transitions.inserts import column_field, insert_job, insert_statement
 from ..workflows.context import batch_fields
 from .expiry import deadline
-from .keys import call_keys, is_keyed
+from .keys import call_keys, is_keyed, resolve_key
 from .metadata import TRACE_KEY, check_metadata
 from .results import JobResult, new_result
 
@@ -65,6 +65,7 @@ class Plan:
         "database",
         "debounce",
         "expires",
+        "sequence",
         "empty",
         "empty_marks",
         "integers",
@@ -91,6 +92,7 @@ class Plan:
         self.expires = getattr(task, "expires", None)  # None: the job's row has no deadline
         # A debounced call is due a quiet period after it (debounce.py).
         self.debounce = getattr(task, "debounce", None)
+        self.sequence = getattr(task, "sequence_key", None)  # enqueue/sequences.py
         self.metadata = check_metadata(getattr(task, "metadata", None), self.integers) or {}
         # An aware run_after with USE_TZ = False: the local time it names.
         self.run_after = as_stored(task.run_after) if task.run_after else None
@@ -139,6 +141,7 @@ class Plan:
         its unique, concurrency, rate and fairness keys unless ``keys`` is false."""
         # Key functions get the call's own arguments, as the task function would.
         call = call_keys(self.task, args, kwargs, self.rate_limits) if keys and self.keyed else {}
+        sequence = resolve_key("sequence_key", self.sequence, args, kwargs) if self.sequence else None
         args, kwargs = encode_arguments(args, kwargs, self.limit, self.integers)
         fields = {
             **self.template,
@@ -167,12 +170,17 @@ class Plan:
         if (pre_init.receivers and pre_init.has_listeners(Job)) or (
             post_init.receivers and post_init.has_listeners(Job)
         ):
-            return Job(**fields)  # a receiver hears of every instance, as before
+            job = Job(**fields)  # a receiver hears of every instance, as before
+            if sequence is not None:
+                job.sequence_key = sequence
+            return job
         # What Model.__init__ leaves behind for these values, without walking
         # every field for its default again.
         job = Job.__new__(Job)
         job.__dict__ = fields
         job._state = ModelState()
+        if sequence is not None:
+            job.sequence_key = sequence  # not a column: the tail table holds it (insert_in_sequence)
         return job
 
     def insert(self, job: Job) -> None:

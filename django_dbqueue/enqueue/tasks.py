@@ -42,6 +42,12 @@ class DatabaseTask(Task):
         The key holds for the window of that length its job is due in,
         even after the job finished, while the job's row is kept (see
         docs/scheduling.md, "Unique for a period").
+    ``sequence_key``, ``on_sequence_failure``
+        A string, or a function of the call's arguments returning one (or
+        ``None`` for no sequence): jobs with the same key run one at a
+        time, in the order they were enqueued; a FAILED one holds the rest
+        (``"hold"``, the default) or not (``"continue"``). See
+        docs/workflows.md, "Sequences".
     ``concurrency_key``, ``concurrency_limit``
         At most ``concurrency_limit`` jobs with the same key (a string or a
         function of the arguments) run at once, across every worker; the
@@ -96,6 +102,8 @@ class DatabaseTask(Task):
     unique_key: str | Callable[..., str] | None = None
     on_duplicate: str = "return"  # or "raise": JobAlreadyQueued
     unique_period: float | timedelta | None = None
+    sequence_key: str | Callable[..., str] | None = None
+    on_sequence_failure: str = "hold"  # or "continue"
     concurrency_key: str | Callable[..., str] | None = None
     concurrency_limit: int | None = None
     # Not hashed: a Task is a frozen dataclass, and a dict has no hash.
@@ -112,7 +120,7 @@ class DatabaseTask(Task):
     backoff: float | Callable[[int], Any] | None = dataclasses.field(default=None, hash=False)
     # Workflows, for one call through .using(): the parents (jobs, their
     # ids, or batches) this job waits for, what their failure does to it
-    # ("cancel" or "run"), and whether their return values are passed on.
+    # ("cancel", "run" or "hold"), and whether their return values are passed on.
     depends_on: tuple[Any, ...] = ()
     on_parent_failure: str = "cancel"
     pass_result: bool = False
@@ -154,4 +162,5 @@ OWN_USING = (
     "pass_result",
     "metadata",
     "expires",
+    "sequence_key",
 )

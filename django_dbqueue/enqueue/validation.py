@@ -20,6 +20,7 @@ from ..limits import COLUMN_MAX, EARLIEST, LATEST, MAX_SECONDS, MIN_SECONDS
 from ..shown import shown
 from ..tasks_api import TASK_MAX_PRIORITY, TASK_MIN_PRIORITY, InvalidTask
 from .expiry import check_expires
+from .sequences import check_sequence
 from .windows import check_period
 
 QUEUE_NAME_MAX = 64  # Job.queue_name's max_length
@@ -48,6 +49,7 @@ def validate_fields(task: Any, queues: set[str]) -> None:
     validate_options({name: getattr(task, name, None) for name in ("max_attempts", "timeout", "metadata")})
     check_expires(getattr(task, "expires", None), per_call=True)
     check_period({name: getattr(task, name, None) for name in ("unique_period", "unique_key", "debounce")})
+    check_sequence({name: getattr(task, name, None) for name in ("sequence_key", "unique_key")})
     atomic = getattr(task, "atomic", False)
     validate_options({"atomic": atomic})
     if atomic and iscoroutinefunction(task.func):
@@ -81,6 +83,7 @@ def validate_options(options: Mapping[str, Any]) -> None:
     check_expires(options.get("expires"), per_call=False)
     check_debounced(dict(options))
     check_period(dict(options))
+    check_sequence(dict(options))
     if options.get("metadata") is not None:
         from .metadata import check_metadata
 

@@ -2,6 +2,7 @@
 
     WAITING ─> READY       (its last parent finished; with pass_result, their results first)
     WAITING ─> CANCELLED   (a parent failed or was cancelled, and its policy is "cancel")
+    WAITING ─> WAITING     (a parent FAILED and its policy is "hold": unresolved until it succeeds)
     WAITING ─> FAILED      (its parents' results cannot be passed on: fan_in.py)
     READY   ─> WAITING     (requeued while a parent it waits for is unfinished again)
 
@@ -34,8 +35,10 @@ def release(using: str, child: int, parent_failed: bool) -> bool:
     if row is None:
         return False  # cancelled, or released by a person's action, already
     policy, pass_result = row
-    if parent_failed and policy != "run":
+    if parent_failed and policy == "cancel":
         return bool(waiting.update(status=Status.CANCELLED, finished_at=DbNow(), unique_key=None))
+    if parent_failed and policy == "hold" and held(using, child):
+        return False
     unresolved = Dependency.objects.using(using).filter(child_id=child, resolved=False)
     if not last_unfinished(using, unresolved):
         return False
@@ -50,6 +53,22 @@ def release(using: str, child: int, parent_failed: bool) -> bool:
         waiting.update(status=Status.READY, args=combined)
         return False
     return bool(waiting.update(**not_passed(errors, why, now)))
+
+
+def held(using: str, child: int) -> bool:
+    """Whether a parent of ``child`` (a job or a batch) ended FAILED: its
+    dependency is unresolved again, so that the parent's requeue and
+    success release the child, as a "hold" policy asks."""
+    from ..workflows.models import Batch, BatchStatus, Dependency
+
+    deps = Dependency.objects.using(using).filter(child_id=child)
+    failed_jobs = _jobs(using).filter(pk__in=deps.values("parent_id"), status=Status.FAILED)
+    failed_batches = Batch.objects.using(using).filter(
+        pk__in=deps.values("parent_batch_id"), status=BatchStatus.FAILED
+    )
+    holding = deps.filter(parent_id__in=list(failed_jobs.values_list("pk", flat=True)))
+    holding_batches = deps.filter(parent_batch_id__in=list(failed_batches.values_list("pk", flat=True)))
+    return bool(holding.update(resolved=False) + holding_batches.update(resolved=False))
 
 
 def wait_again(using: str, ids: list[int]) -> None:

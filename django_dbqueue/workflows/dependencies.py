@@ -4,9 +4,11 @@ until every parent has finished; ``chain()`` is the common case.
 
 A parent is a job (its TaskResult, or its id) or a batch (its handle from
 ``batch()``/``get_batch()``). What a parent's failure or cancellation does
-is the child's ``on_parent_failure``: ``"cancel"`` it (the default) or
-``"run"`` it anyway. With ``pass_result=True`` the parents' return values
-are put before the child's own arguments when it is released.
+is the child's ``on_parent_failure``: ``"cancel"`` it (the default),
+``"run"`` it anyway, or ``"hold"`` it: a FAILED parent keeps it WAITING
+until the parent is requeued and succeeds (a cancelled parent lets it run).
+With ``pass_result=True`` the parents' return values are put before the
+child's own arguments when it is released.
 
 The dependant is written in one transaction that first locks its parent
 rows: a parent finishing at that moment either committed before (it is
@@ -30,7 +32,7 @@ from ..transitions.fan_in import not_passed, passed_arguments
 from .calls import Call, as_call
 from .models import Batch, BatchStatus, Dependency
 
-POLICIES = ("cancel", "run")
+POLICIES = ("cancel", "run", "hold")
 
 
 def parent_ids(depends_on: Any) -> list[tuple[str, int, str]]:
@@ -99,7 +101,7 @@ def check_same_database(job: Any, parents: list[tuple[str, int, str]], using: st
 
 def check_policy(value: Any) -> None:
     if value not in POLICIES:
-        raise ValueError(f"on_parent_failure must be 'cancel' or 'run', not {value!r}.")
+        raise ValueError(f"on_parent_failure must be 'cancel', 'run' or 'hold', not {value!r}.")
 
 
 def insert_dependant(job: Any, parents: list[tuple[str, int, str]], using: str) -> None:
@@ -133,15 +135,25 @@ def insert_dependant(job: Any, parents: list[tuple[str, int, str]], using: str) 
         failed = any(rows[pk][0] in FAILURES for pk in job_ids) or any(
             batches[pk] in (BatchStatus.FAILED, BatchStatus.CANCELLED) for pk in batch_ids
         )
-        if failed and job.on_parent_failure != "run":
+        # With "hold", a FAILED parent keeps the job waiting (resolved=False) until it succeeds.
+        held = (
+            [pk for pk in job_ids if rows[pk][0] == Status.FAILED] if job.on_parent_failure == "hold" else []
+        )
+        held_batches = [
+            pk for pk in batch_ids if batches[pk] == BatchStatus.FAILED and job.on_parent_failure == "hold"
+        ]
+        if failed and job.on_parent_failure == "cancel":
             job.status, job.unique_key = Status.CANCELLED, None
             job.finished_at = job.enqueued_at
-        elif open_jobs or open_batches:
+        elif open_jobs or open_batches or held or held_batches:
             job.status = Status.WAITING
         elif job.pass_result:
             pass_results(job, [(pk, rows[pk]) for pk in job_ids], using)
         insert_job(job, using)
-        resolved = set(job_ids) - set(open_jobs), set(batch_ids) - set(open_batches)
+        resolved = (
+            set(job_ids) - set(open_jobs) - set(held),
+            set(batch_ids) - set(open_batches) - set(held_batches),
+        )
         Dependency.objects.using(using).bulk_create(
             Dependency(
                 child_id=job.pk,
@@ -151,8 +163,8 @@ def insert_dependant(job: Any, parents: list[tuple[str, int, str]], using: str) 
             )
             for kind, pk, _ in parents
         )
-        if open_jobs:
-            jobs.filter(pk__in=open_jobs, has_dependants=False).update(has_dependants=True)
+        if open_jobs or held:
+            jobs.filter(pk__in=open_jobs + held, has_dependants=False).update(has_dependants=True)
 
 
 def pass_results(job: Any, parents: list[tuple[int, tuple[str, Any]]], using: str) -> None:

@@ -1,7 +1,7 @@
-"""Tasks with retry policies, snoozes, deadlines, debounce and windows
-(tests/test_retry_policies.py, test_snooze.py, test_expiry.py,
-test_debounce.py, test_unique_windows.py): each run leaves an Execution row,
-so a test counts the runs."""
+"""Tasks with retry policies, snoozes, deadlines, debounce, windows and
+sequences (tests/test_retry_policies.py, test_snooze.py, test_expiry.py,
+test_debounce.py, test_unique_windows.py, test_sequences.py): each run
+leaves an Execution row, so a test counts the runs."""
 
 import os
 from datetime import timedelta
@@ -98,3 +98,21 @@ def send_statement(account_id: int) -> int:
     """At most once per 23-hour window for an account, even after it ran."""
     Execution.objects.create(key=f"statement:{account_id}", pid=os.getpid())
     return account_id
+
+
+@task(sequence_key=lambda account_id, step, fail=False: f"ledger:{account_id}", fail_on=ValueError)
+def post_entry(account_id: int, step: int, fail: bool = False) -> int:
+    """Ledger entries of one account, in the order they were enqueued."""
+    Execution.objects.create(key=f"ledger:{account_id}:{step}", pid=os.getpid())
+    if fail:
+        raise ValueError(f"entry {step} of account {account_id} is refused")
+    return step
+
+
+@task(sequence_key="feed", on_sequence_failure="continue", max_attempts=1)
+def update_feed(step: int, fail: bool = False) -> int:
+    """A feed whose failed updates are skipped."""
+    Execution.objects.create(key=f"feed:{step}", pid=os.getpid())
+    if fail:
+        raise ValueError(f"update {step} failed")
+    return step
