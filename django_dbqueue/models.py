@@ -263,14 +263,20 @@ class UniqueWindow(models.Model):
     """The job that holds a key for one window of a task unique for a
     period (``@task(unique_key=..., unique_period=...)``, enqueue/windows.py):
     finished or not, until the job is pruned, or ends FAILED or CANCELLED
-    and the next call of the window takes the key. ``key`` is the call's
-    key, ``@`` and the window's start in UTC."""
+    and the next call of the window takes the key. ``window``: the
+    window's start, in microseconds since the Unix epoch (UTC)."""
 
-    key = KeyField(max_length=320, unique=True)
+    key = KeyField(max_length=255)
+    window = models.BigIntegerField()
     job_id = models.BigIntegerField(db_index=True)
 
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["key", "window"], name="dbqueue_window_once")]
+
     def __str__(self) -> str:
-        return self.key
+        from .enqueue.windows import shown_window
+
+        return shown_window(self.key, self.window)
 
 
 class SequenceTail(models.Model):

@@ -14,7 +14,7 @@ from django.test import override_settings
 
 from demo import retry_tasks, tasks
 from django_dbqueue import task
-from django_dbqueue.enqueue.windows import window_key
+from django_dbqueue.enqueue.windows import shown_window, window_of
 from django_dbqueue.exceptions import JobAlreadyQueued
 from django_dbqueue.models import Job, UniqueWindow
 from django_dbqueue.tasks_api import InvalidTask, default_task_backend
@@ -33,7 +33,7 @@ def test_the_key_holds_for_its_window_after_the_job_finished():
     job = Job.objects.get(pk=first.id)
     assert job.unique_key is None, "the row holds no key: the next window's job may come while it runs"
     [window] = UniqueWindow.objects.all()
-    assert window.job_id == job.pk and window.key.startswith("statement:1@")
+    assert window.job_id == job.pk and str(window).startswith("statement:1@")
     assert retry_tasks.send_statement.enqueue(2).id != first.id, "another key, another job"
 
 
@@ -95,15 +95,15 @@ def test_concurrent_producers_of_one_window_write_one_job():
 
 def test_windows_are_counted_from_the_epoch_in_utc():
     noon = datetime(2026, 11, 28, 12, 30, tzinfo=dt_timezone.utc)
-    assert window_key("k", noon, 86400) == "k@2026-11-28T00:00:00.000000Z"
-    assert window_key("k", noon, timedelta(hours=1)) == "k@2026-11-28T12:00:00.000000Z"
-    assert window_key("k", noon, 7) != window_key("k", noon + timedelta(seconds=7), 7)
+    assert shown_window("k", window_of(noon, 86400)) == "k@2026-11-28T00:00:00Z"
+    assert shown_window("k", window_of(noon, timedelta(hours=1))) == "k@2026-11-28T12:00:00Z"
+    assert window_of(noon, 7) != window_of(noon + timedelta(seconds=7), 7)
 
 
 @override_settings(USE_TZ=False, TIME_ZONE="America/New_York")
 def test_a_naive_local_due_time_is_in_the_window_of_its_utc_time():
     local = datetime(2026, 11, 27, 20, 30)  # 01:30 UTC on the 28th
-    assert window_key("k", local, 86400) == "k@2026-11-28T00:00:00.000000Z"
+    assert shown_window("k", window_of(local, 86400)) == "k@2026-11-28T00:00:00Z"
 
 
 @pytest.mark.parametrize(

@@ -199,7 +199,7 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
             keys.append(("unique key", job.unique_key, ""))
         window = UniqueWindow.objects.using(job._state.db).filter(job_id=job.pk).first()
         if window is not None:  # a task unique for a period (enqueue/windows.py)
-            keys.append(("unique key for its window", window.key, "held until its row is pruned"))
+            keys.append(("unique key for its window", str(window), "held until its row is pruned"))
         if job.concurrency_key is not None:
             keys.append(("concurrency key", job.concurrency_key, f"at most {job.concurrency_limit} at once"))
         if job.rate_key is not None:

@@ -4,9 +4,9 @@ docs/scheduling.md, "Unique for a period").
 
 Windows are the period's multiples counted from the Unix epoch in UTC (a
 day's window runs from 00:00 to 24:00 UTC), and a job belongs to the window
-of its ``run_after``. The holder is a row of ``UniqueWindow`` (its key: the
-call's key, ``@`` and the window's start), written in one transaction with
-its job, so the table's unique index settles races between producers as
+of its ``run_after``. The holder is a row of ``UniqueWindow`` (the call's
+key and the window's start), written in one transaction with its job, so
+the table's unique index settles races between producers as
 ``Job.unique_key``'s does (enqueue/unique.py). The job itself holds no
 ``unique_key``: a job of the next window may be enqueued while this one
 runs. A holder gives the window up when its job is pruned (retention
@@ -62,13 +62,19 @@ def check_period(options: dict[str, Any]) -> None:
         )
 
 
-def window_key(key: str, due: datetime, period: float | timedelta) -> str:
-    """``key`` for the window of ``period`` that holds ``due`` (Django's form)."""
+def window_of(due: datetime, period: float | timedelta) -> int:
+    """The start of the window of ``period`` that holds ``due`` (Django's
+    form), in microseconds since the Unix epoch."""
     seconds = as_delay(period) or 1.0
     step = round(seconds * 1_000_000)
     since = (as_aware(due).astimezone(dt_timezone.utc) - EPOCH) // timedelta(microseconds=1)
-    start = EPOCH + timedelta(microseconds=since // step * step)
-    return f"{key}@{start.replace(tzinfo=None).isoformat(timespec='microseconds')}Z"
+    return int(since // step * step)
+
+
+def shown_window(key: str, window: int) -> str:
+    """``key@2026-11-28T00:00:00Z``: a window as the page and messages show it."""
+    start = EPOCH + timedelta(microseconds=window)
+    return f"{key}@{start.replace(tzinfo=None).isoformat()}Z"
 
 
 def insert_in_window(
@@ -84,18 +90,19 @@ def insert_in_window(
     :class:`JobAlreadyQueued` (``"raise"``)."""
     from ..models import UniqueWindow
 
-    held = window_key(key, job.run_after, period)
-    windows = UniqueWindow.objects.using(using)
+    window = window_of(job.run_after, period)
+    held = shown_window(key, window)
+    windows = UniqueWindow.objects.using(using).filter(key=key, window=window)
     jobs = type(job)._base_manager.using(using)
     for _ in range(ROUNDS):
-        holder_id = windows.filter(key=held).values_list("job_id", flat=True).first()
+        holder_id = windows.values_list("job_id", flat=True).first()
         if holder_id is None:
-            if _inserted(job, held, using):
+            if _inserted(job, key, window, using):
                 return job
             continue  # another producer's job took it first: read it
         holder = jobs.filter(pk=holder_id).first()
         if holder is None or holder.status in GIVEN_UP:
-            windows.filter(key=held, job_id=holder_id).delete()  # pruned, deleted, or given up
+            windows.filter(job_id=holder_id).delete()  # pruned, deleted, or given up
             continue
         if on_duplicate == "raise":
             shown_id = result_id(holder.pk)
@@ -107,7 +114,7 @@ def insert_in_window(
     raise IntegrityError(f"The window {held!r} was taken and given up {ROUNDS} times while enqueueing.")
 
 
-def _inserted(job: Job, held: str, using: str) -> bool:
+def _inserted(job: Job, key: str, window: int, using: str) -> bool:
     """INSERT ``job`` and its window's row in one transaction (a savepoint in
     the caller's); False, and nothing written, if the window was taken."""
     from ..models import UniqueWindow
@@ -117,7 +124,7 @@ def _inserted(job: Job, held: str, using: str) -> bool:
             insert_job(job, using)
             try:
                 with transaction.atomic(using=using):
-                    UniqueWindow.objects.using(using).create(key=held, job_id=job.pk)
+                    UniqueWindow.objects.using(using).create(key=key, window=window, job_id=job.pk)
             except IntegrityError as exc:
                 raise WindowTaken from exc  # and the job's INSERT rolls back with it
     except WindowTaken:

@@ -20,8 +20,14 @@ class Migration(migrations.Migration):
             name="UniqueWindow",
             fields=[
                 ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
-                ("key", django_dbqueue.fields.KeyField(max_length=320, unique=True)),
+                ("key", django_dbqueue.fields.KeyField(max_length=255)),
+                ("window", models.BigIntegerField()),
                 ("job_id", models.BigIntegerField(db_index=True)),
             ],
+            options={
+                "constraints": [
+                    models.UniqueConstraint(fields=("key", "window"), name="dbqueue_window_once"),
+                ],
+            },
         ),
     ]
