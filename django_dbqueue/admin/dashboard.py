@@ -24,6 +24,7 @@ from django.utils.safestring import SafeString
 
 from ..models import Dashboard, Status, Worker
 from ..operations.stats import Snapshot, server_snapshots, server_title, snapshot
+from .bulk import bulk_buttons
 from .chart import round_up, throughput_svg
 from .database import queue_backends, queue_database, queue_lease
 from .pauses import may_pause
@@ -47,6 +48,8 @@ class QueueStats:
     # The top of the chart's axis, shared by every chart on the page.
     scale: int = 1
     paused: bool = False
+    # The (name, label) of the buttons that change every job of a status here (bulk.py).
+    bulk: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def finished_last_hour(self) -> int:
@@ -117,6 +120,9 @@ def dashboard_view(job_admin: JobAdmin, request: HttpRequest) -> HttpResponse:
     scale = round_up(max((n for queue in [*queues, total] for n in queue.per_minute), default=0))
     for queue in [*queues, total]:
         queue.scale = scale
+    buttons = bulk_buttons(job_admin, request)
+    for queue in queues:  # a button where its status has jobs (bulk.py)
+        queue.bulk = [(name, label) for name, label, status in buttons if queue.counts.get(status)]
     context = {
         **job_admin.admin_site.each_context(request),
         "title": "Queue dashboard",
@@ -129,6 +135,10 @@ def dashboard_view(job_admin: JobAdmin, request: HttpRequest) -> HttpResponse:
         # Hosts and PIDs only for whoever may open the workers list too.
         "workers": snap.workers if may_view_workers(job_admin, request) else None,
         "may_pause": may_pause(request),
+        # Retry failed, discard ready: per queue, for whoever holds the action's permission (bulk.py).
+        "bulk_buttons": buttons,
+        "extra_columns": int(may_pause(request) or bool(buttons)),
+        "bulk_url": reverse(f"{job_admin.admin_site.name}:django_dbqueue_job_bulk_change"),
         "pause_url": reverse(f"{job_admin.admin_site.name}:django_dbqueue_pausedqueue_pause"),
         "resume_url": reverse(f"{job_admin.admin_site.name}:django_dbqueue_pausedqueue_resume"),
     }

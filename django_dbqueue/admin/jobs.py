@@ -19,6 +19,7 @@ from ..models import Job, UniqueWindow
 from . import display as show
 from . import timeline as story
 from .actions import JobActions
+from .bulk import bulk_change_view
 from .dashboard import dashboard_view
 from .database import check_one_database, queue_database
 from .job_workflow import BatchFilter, JobWorkflowFields, may_delete
@@ -290,6 +291,7 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
         wrap = self.admin_site.admin_view
         return [
             path("dashboard/", wrap(self.dashboard_view), name=f"{prefix}_dashboard"),
+            path("dashboard/change/", wrap(self.bulk_change_view), name=f"{prefix}_bulk_change"),
             path(
                 "<path:object_id>/actions/<str:name>/",
                 wrap(self.page_action_view),
@@ -300,3 +302,6 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
 
     def dashboard_view(self, request: HttpRequest) -> HttpResponse:
         return dashboard_view(self, request)
+
+    def bulk_change_view(self, request: HttpRequest) -> HttpResponse:
+        return bulk_change_view(self, request)

@@ -70,6 +70,7 @@ KINDS = {
     "retry_batch": "django_dbqueue.workflows.big.RetryBatch",
     "cascade": "django_dbqueue.workflows.big.FollowCascade",
     "change_jobs": "django_dbqueue.operations.selections.ChangeJobs",
+    "change_matching": "django_dbqueue.operations.matching.ChangeMatching",
 }
 
 
