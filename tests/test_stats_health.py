@@ -67,6 +67,11 @@ def test_queuestats_and_queuehealth_on_a_live_worker(busy):
     assert (default["succeeded_recently"], default["failed_recently"], default["per_minute"]) == (5, 1, 3.0)
     assert default["lag_seconds"] is None and default["due"] == 0
     assert email["due"] == 1 and 100 <= email["lag_seconds"] < 160
+    # The keys other django.tasks backends' stats share, per queue and in total.
+    assert (email["pending_count"], email["delayed_count"], email["ready_count"]) == (1, 0, 1)
+    assert email["oldest_pending_age_seconds"] == email["lag_seconds"]
+    assert (data["totals"]["successful_count"], data["totals"]["failed_count"]) == (5, 1)
+    assert data["totals"]["oldest_pending_age_seconds"] == email["lag_seconds"]
     assert [w["host"] for w in data["workers"]] == [socket.gethostname()[:80]]
     assert data["workers"][0]["queues"] == ["default"]
     call_command("queuestats", stdout=(out := io.StringIO()))
@@ -148,3 +153,15 @@ def test_bad_thresholds_and_queues_get_a_clear_error(command, args, message):
 def test_queuehealth_exits_2_on_bad_input_not_1_as_when_unhealthy():
     run = manage("queuehealth", "--max-failures", "-1")
     assert run.returncode == 2 and "--max-failures must be 0 or more" in run.stderr
+
+
+def test_the_shared_keys_count_delayed_jobs_apart_from_due_ones():
+    now = read_database_now("default")
+    for run_after in (now - timedelta(seconds=30), now, now + timedelta(hours=1), now + timedelta(days=1)):
+        Job.objects.create(task_path="demo.tasks.add", queue_name="email", run_after=run_after)
+    Job.objects.create(task_path="demo.tasks.add", queue_name="email", status="RUNNING", owner="w")
+    out = io.StringIO()
+    call_command("queuestats", "--json", "--queue", "email", stdout=out)
+    [email] = json.loads(out.getvalue())["queues"]
+    assert (email["pending_count"], email["delayed_count"], email["running_count"]) == (4, 2, 1)
+    assert 30 <= email["oldest_pending_age_seconds"] < 90

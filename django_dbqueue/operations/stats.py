@@ -47,6 +47,17 @@ class QueueFigures:
         return (self.succeeded_recently + self.failed_recently) / minutes
 
 
+def common_keys(counts: dict[str, int], due: int, lag: float | None) -> dict[str, Any]:
+    """The keys other django.tasks backends' stats share (docs/operations.md,
+    "queuestats"), so one collector reads them all: a count per status in
+    lower case, pending (READY, due or not), delayed (READY, not due yet)
+    and the oldest pending job's age in seconds (the lag: None when none is due)."""
+    keyed: dict[str, Any] = {f"{status.lower()}_count": n for status, n in counts.items()}
+    ready = counts.get(Status.READY, 0)
+    keyed.update(pending_count=ready, delayed_count=max(ready - due, 0), oldest_pending_age_seconds=lag)
+    return keyed
+
+
 @dataclass
 class WorkerFigures:
     name: str
@@ -87,6 +98,9 @@ class Snapshot:
             queue["per_minute"] = round(
                 (queue["succeeded_recently"] + queue["failed_recently"]) / self.minutes, 3
             )
+            queue.update(common_keys(queue["counts"], queue["due"], queue["lag_seconds"]))
+        counts = {status: sum(q.counts.get(status, 0) for q in self.queues) for status in Status.values}
+        data["totals"] = common_keys(counts, sum(q.due for q in self.queues), self.max_lag)
         return data
 
 
