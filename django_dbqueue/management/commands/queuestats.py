@@ -3,7 +3,7 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from django_dbqueue.operations.stats import ServerFigures, Snapshot, server_snapshots
 from django_dbqueue.replica import ReplicaLag
@@ -27,10 +27,19 @@ class Command(BaseCommand):
         parser.add_argument(
             "--watch", type=positive, metavar="SECONDS", help="Print again every SECONDS until interrupted."
         )
+        parser.add_argument(
+            "--scaler-query",
+            action="store_true",
+            help="Print the SQL an autoscaler runs for the number of workers wanted (due and running jobs "
+            "of --queue, or of the backend's QUEUES), and nothing else.",
+        )
         add_snapshot_arguments(parser, "The window of throughput and failures (default 5).", several=True)
 
     def handle(self, *args: Any, **options: Any) -> None:
         backends = snapshot_backends(options)
+        if options["scaler_query"]:
+            self.stdout.write(scaler_queries(backends, options["queues"]))
+            return
         while True:
             servers = server_snapshots(backends, minutes=options["minutes"], queues=options["queues"])
             self.stdout.write(json.dumps(servers_json(servers)) if options["json"] else render_all(servers))
@@ -41,6 +50,33 @@ class Command(BaseCommand):
                 time.sleep(options["watch"])
             except KeyboardInterrupt:  # the way out of --watch: no traceback
                 return
+
+
+def scaler_queries(backends: list[Any], queues: list[str] | None) -> str:
+    """The scaler query of each database (docs/runqueue.md, "Autoscaling"):
+    alone for one database, each under a comment naming it for several."""
+    from django.db import connections
+
+    from django_dbqueue.models import Job
+    from django_dbqueue.operations.autoscale import scaler_query
+
+    by_database: dict[str, list[Any]] = {}
+    for backend in backends:
+        by_database.setdefault(backend.database, []).append(backend)
+    found = []
+    for database, theirs in by_database.items():
+        names = queues or sorted({name for backend in theirs for name in backend.queues})
+        vendor = connections[database].vendor
+        try:
+            sql = scaler_query(vendor, Job._meta.db_table, names, settings.USE_TZ)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        found.append((database, [b.alias for b in theirs], sql))
+    if len(found) == 1:
+        return found[0][2]
+    return "\n".join(
+        f"-- database {db!r} (task backends {', '.join(aliases)})\n{sql};" for db, aliases, sql in found
+    )
 
 
 def servers_json(servers: list[ServerFigures]) -> dict[str, Any]:
