@@ -132,6 +132,7 @@ def dashboard_view(job_admin: JobAdmin, request: HttpRequest) -> HttpResponse:
         "statuses": Status.values,
         "running": running_jobs(jobs, DASHBOARD_RUNNING),
         "running_total": total.counts.get(Status.RUNNING, 0),
+        **task_rows(using),
         # Hosts and PIDs only for whoever may open the workers list too.
         "workers": snap.workers if may_view_workers(job_admin, request) else None,
         "may_pause": may_pause(request),
@@ -204,3 +205,15 @@ class DashboardAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.has_perm("django_dbqueue.view_job")
+
+
+# The dashboard's task table: its window, and the busiest tasks it lists.
+TASK_MINUTES, TASK_ROWS = 5, 20
+
+
+def task_rows(using: str) -> dict[str, Any]:
+    """The busiest tasks of the last TASK_MINUTES (operations/task_stats.py)."""
+    from ..operations.task_stats import task_figures
+
+    found = task_figures(using, TASK_MINUTES)
+    return {"tasks": found[:TASK_ROWS], "tasks_total": len(found), "task_minutes": TASK_MINUTES}

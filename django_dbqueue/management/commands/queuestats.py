@@ -10,6 +10,7 @@ from django_dbqueue.replica import ReplicaLag
 from django_dbqueue.status import Status
 
 from ._common import add_snapshot_arguments, positive, snapshot_backends
+from ._task_table import tasks_output
 
 
 class Command(BaseCommand):
@@ -33,6 +34,11 @@ class Command(BaseCommand):
             help="Print the SQL an autoscaler runs for the number of workers wanted (due and running jobs "
             "of --queue, or of the backend's QUEUES), and nothing else.",
         )
+        parser.add_argument(
+            "--tasks",
+            action="store_true",
+            help="Each task's jobs finished in the window, and its run and wait times, not the queues.",
+        )
         add_snapshot_arguments(parser, "The window of throughput and failures (default 5).", several=True)
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -41,8 +47,14 @@ class Command(BaseCommand):
             self.stdout.write(scaler_queries(backends, options["queues"]))
             return
         while True:
-            servers = server_snapshots(backends, minutes=options["minutes"], queues=options["queues"])
-            self.stdout.write(json.dumps(servers_json(servers)) if options["json"] else render_all(servers))
+            if options["tasks"]:
+                found = tasks_output(backends, options["minutes"], options["queues"], options["json"])
+                self.stdout.write(json.dumps(found) if options["json"] else found)
+            else:
+                servers = server_snapshots(backends, minutes=options["minutes"], queues=options["queues"])
+                self.stdout.write(
+                    json.dumps(servers_json(servers)) if options["json"] else render_all(servers)
+                )
             self.stdout.flush()
             if not options["watch"]:
                 return
