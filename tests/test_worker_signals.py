@@ -78,7 +78,8 @@ STORM = """
 import os, signal, sys, time
 from django_dbqueue.worker.threads import Wake
 
-current = None
+# A Wake from the start: the first signal may come while the loop makes the next one.
+current = Wake()
 signal.signal(signal.SIGALRM, lambda signum, frame: current.set())
 signal.setitimer(signal.ITIMER_REAL, 0.0002, 0.0002)
 woken = rounds = 0
