@@ -538,3 +538,21 @@ def test_the_job_page_shows_the_keys_a_job_has_escaped(admin_client):
     assert "rate key: <code>customer:&lt;b&gt;acme&lt;/b&gt;</code> at most 60/m" in keys(rate_limited)
     assert "fairness key: <code>tenant:t1</code>" in keys(fair)
     assert '<div class="readonly">none</div>' in keys(plain)
+
+
+def test_only_pages_of_unfinished_work_update_themselves(admin_client):
+    from django_dbqueue.workflows.models import Batch
+
+    live = 'data-dbqueue-live="5"'
+    running, done = job(status="RUNNING", owner="w"), job(status="SUCCESSFUL")
+    assert live in admin_client.get(f"{CHANGELIST}{running.pk}/change/").content.decode()
+    assert live not in admin_client.get(f"{CHANGELIST}{done.pk}/change/").content.decode()
+    assert "live.js" not in admin_client.get(f"{CHANGELIST}{done.pk}/change/").content.decode()
+    assert live in admin_client.get(DASHBOARD).content.decode()
+    batches = "/admin/django_dbqueue/batch/"
+    open_batch, closed = (
+        Batch.objects.create(),
+        Batch.objects.create(status="SUCCEEDED", finished_at=timezone.now()),
+    )
+    assert live in admin_client.get(f"{batches}{open_batch.pk}/change/").content.decode()
+    assert live not in admin_client.get(f"{batches}{closed.pk}/change/").content.decode()

@@ -19,10 +19,11 @@ from django.utils.safestring import SafeString
 
 from ..models import Job
 from ..workflows.calls import CALLBACK_KEY
-from ..workflows.models import Batch
+from ..workflows.models import Batch, BatchStatus
 from . import display as show
 from .batch_actions import BatchActions
 from .database import queue_database
+from .display import LIVE_SECONDS
 from .paginator import EstimatedCountPaginator
 from .progress import member_counts, progress_html
 from .readonly import ReadOnlyAdminMixin
@@ -113,6 +114,7 @@ class BatchAdmin(PrimaryActionsMixin, BatchActions, ReadOnlyAdminMixin, admin.Mo
     ) -> HttpResponse:
         if obj is not None:
             context["page_actions"] = self.page_actions(request, obj)
+            context["live_seconds"] = LIVE_SECONDS if obj.status == BatchStatus.OPEN else 0  # live.js
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     # -- columns and fields -----------------------------------------------------

@@ -27,6 +27,7 @@ from ..operations.stats import Snapshot, server_snapshots, server_title, snapsho
 from .bulk import bulk_buttons
 from .chart import round_up, throughput_svg
 from .database import queue_backends, queue_database, queue_lease
+from .display import LIVE_SECONDS
 from .pauses import may_pause
 from .readonly import ReadOnlyAdminMixin
 from .reads import admin_read_database, admin_replica_lag, read_from_text
@@ -133,6 +134,7 @@ def dashboard_view(job_admin: JobAdmin, request: HttpRequest) -> HttpResponse:
         "running": running_jobs(jobs, DASHBOARD_RUNNING),
         "running_total": total.counts.get(Status.RUNNING, 0),
         **task_rows(using),
+        "live_seconds": LIVE_SECONDS,
         # Hosts and PIDs only for whoever may open the workers list too.
         "workers": snap.workers if may_view_workers(job_admin, request) else None,
         "may_pause": may_pause(request),

@@ -24,6 +24,11 @@ from ..jsonfield import Undecodable
 UTC = dt_timezone.utc  # datetime.UTC is Python 3.11+
 
 
+# How often the pages that follow the queue fetch themselves again (live.js):
+# the dashboard, and the page of a job or a batch that has not finished.
+LIVE_SECONDS = 5
+
+
 def printable(text: str) -> str:
     """``text`` with any lone surrogate (which no UTF-8 page can carry, and
     SQLite lets JSON hold) written as its escape, ``\\ud800``."""

@@ -16,12 +16,14 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from ..models import Job, UniqueWindow
+from ..status import FINISHED
 from . import display as show
 from . import timeline as story
 from .actions import JobActions
 from .bulk import bulk_change_view
 from .dashboard import dashboard_view
 from .database import check_one_database, queue_database
+from .display import LIVE_SECONDS
 from .job_workflow import BatchFilter, JobWorkflowFields, may_delete
 from .paginator import EstimatedCountPaginator
 from .reads import PrimaryActionsMixin, ReplicaChangeList
@@ -282,6 +284,8 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
     ) -> HttpResponse:
         if obj is not None:
             context["page_actions"] = self.page_actions(request, obj)
+            # The page follows a job that has not finished (live.js).
+            context["live_seconds"] = LIVE_SECONDS if obj.status not in FINISHED else 0
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     # -- the dashboard --------------------------------------------------------
