@@ -132,3 +132,15 @@ def test_the_server_cpu_benchmark_drains_with_and_without_each_hot_index():
     assert [line.split(":")[1].split()[0] for line in lines] == parts
     # Every drain ran each job once and succeeded: the script asserts it.
     assert "server" in lines[1] and "worker" in lines[1]
+
+
+@once_per_run("the comparison runs the same code on either server; its parts are the drain and enqueue above")
+def test_the_comparison_of_two_checkouts_runs_both_and_removes_its_worktree():
+    proc = run_script(
+        "checkouts.py", "HEAD", "--rounds", "1", "--jobs", "300", "--enqueue", "50", database="ab"
+    )
+    assert "claim and run, jobs/s" in proc.stdout and "round 1:" in proc.stdout
+    worktrees = subprocess.run(
+        ["git", "worktree", "list"], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    assert "dbqueue-ab-" not in worktrees.stdout, "the checkout of REV is removed"
