@@ -136,6 +136,8 @@ def test_the_server_cpu_benchmark_drains_with_and_without_each_hot_index():
 
 @once_per_run("the comparison runs the same code on either server; its parts are the drain and enqueue above")
 def test_the_comparison_of_two_checkouts_runs_both_and_removes_its_worktree():
+    if not (ROOT / ".git").exists():
+        pytest.skip("the comparison checks a commit out of the project's git history, which this copy lacks")
     proc = run_script(
         "checkouts.py", "HEAD", "--rounds", "1", "--jobs", "300", "--enqueue", "50", database="ab"
     )
