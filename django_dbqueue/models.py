@@ -292,6 +292,32 @@ class SequenceTail(models.Model):
         return self.key
 
 
+class ArchivedJob(models.Model):
+    """A finished job that retention deleted with ``OPTIONS["ARCHIVE"]`` on:
+    its id, the columns people look it up by, and its whole row as JSON,
+    written in the transaction that deleted it (transitions/pruning.py).
+    Nothing reads it but people: it is never claimed, and no index of the
+    job table grows with it."""
+
+    id = models.BigIntegerField(primary_key=True)  # the job's own id
+    task_path = models.CharField(max_length=255)
+    queue_name = models.CharField(max_length=64)
+    status = models.CharField(max_length=16)
+    enqueued_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True)
+    archived_at = models.DateTimeField(default=timezone.now)
+    row = TolerantJSONField(default=dict)  # every column of the job, as JSON
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["task_path", "id"], name="dbqueue_archive_task_id"),
+            models.Index(fields=["finished_at"], name="dbqueue_archive_finished"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.task_path} #{self.pk} ({self.status}, archived)"
+
+
 class RateSlot(models.Model):
     """One of the N slots of a rate key of limit N per period: free once
     ``free_at`` has passed, and moved a period on by the claim that uses it

@@ -94,6 +94,9 @@ class QueueOptions:
     # Days to keep finished jobs, per outcome; the heartbeat deletes older
     # ones in small batches (operations/retention.py). An outcome left out is kept.
     RETENTION: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+    # Retention copies each job it deletes into the archive table first
+    # (ArchivedJob; transitions/pruning.py, docs/operations.md "Archive").
+    ARCHIVE: bool = False
     # Fair share: each fairness key's weight (above zero); a key left out
     # weighs 1 (django_dbqueue/transitions/fair.py; docs/fairness.md).
     FAIRNESS_WEIGHTS: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
@@ -158,6 +161,10 @@ def _parse_one(name: str, kind: Any, value: Any) -> Any:
             return MappingProxyType(parse_rate_limits(value))
         except ValueError as exc:
             raise ImproperlyConfigured(str(exc)) from None
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ImproperlyConfigured(f"OPTIONS {name} must be True or False, not {shown(value)}.")
+        return value
     if kind == tuple[str, ...]:
         if isinstance(value, str) or not isinstance(value, (list, tuple)):
             raise ImproperlyConfigured(f"OPTIONS {name} must be a list of module paths, not {shown(value)}.")

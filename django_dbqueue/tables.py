@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, cast
 from django.apps import apps
 
 if TYPE_CHECKING:
-    from .models import ConcurrencyLock, Job, RateSlot, UniqueWindow
+    from .models import ArchivedJob, ConcurrencyLock, Job, RateSlot, UniqueWindow
 
 APP = "django_dbqueue"
 
@@ -38,3 +38,8 @@ def concurrency_lock() -> type[ConcurrencyLock]:
 @functools.cache
 def unique_window() -> type[UniqueWindow]:
     return cast("type[UniqueWindow]", apps.get_model(APP, "UniqueWindow"))
+
+
+@functools.cache
+def archived_job() -> type[ArchivedJob]:
+    return cast("type[ArchivedJob]", apps.get_model(APP, "ArchivedJob"))

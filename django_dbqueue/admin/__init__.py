@@ -21,12 +21,14 @@ pauses.py      pausing and resuming queues, and the list of paused ones
 paginator.py   a changelist paginator that never counts a big table row by row
 database.py    which database the admin uses: the queue backend's OPTIONS["DATABASE"]
 readonly.py    the read-only permissions of the dashboard, schedules and pauses pages
+archive.py     the archive of jobs that retention deleted (OPTIONS ARCHIVE), read only
 moderation.py  claim-for-review in any model's admin (ModerationAdminMixin)
 
 Importing this package registers the model admins with ``admin.site``, as
 Django's admin autodiscovery does.
 """
 
+from .archive import ArchivedJobAdmin
 from .batches import BatchAdmin
 from .dashboard import DashboardAdmin
 from .jobs import JobAdmin
@@ -37,6 +39,7 @@ from .stored_schedules import StoredScheduleAdmin
 from .workers import WorkerAdmin
 
 __all__ = [
+    "ArchivedJobAdmin",
     "BatchAdmin",
     "DashboardAdmin",
     "JobAdmin",

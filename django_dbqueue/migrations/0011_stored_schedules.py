@@ -3,9 +3,10 @@ admin and code edit and every scheduler reads each tick. A new table, so
 nothing of the job table changes."""
 
 import django.db.models.functions.datetime
+from django.db import migrations, models
+
 import django_dbqueue.jsonfield
 import django_dbqueue.stored_schedules
-from django.db import migrations, models
 
 
 class Migration(migrations.Migration):

@@ -6,7 +6,7 @@ inserted by SQL without it is an ordinary job. On MySQL/MariaDB the SQL
 contract's procedure is installed again as version 4, which names the
 column (docs/sql-contract.md)."""
 
-from django.db import migrations, models
+from django.db import migrations
 
 import django_dbqueue.fields
 

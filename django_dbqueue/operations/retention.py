@@ -64,6 +64,7 @@ def prune(
     size: int = BATCH,
     budget: float | None = None,
     progress: Callable[[str, int], None] | None = None,
+    archive: bool = False,
 ) -> dict[str, int]:
     """Delete expired jobs of every outcome in ``retention`` (days), batch by
     batch, until none is left or ``budget`` seconds have passed; returns how
@@ -71,7 +72,9 @@ def prune(
     finished longer ago than the longest retention and have no member left."""
     deadline = None if budget is None else time.monotonic() + budget
     ages = {outcome: timedelta(days=days) for outcome, days in retention.items()}
-    deleted = prune_jobs(all_jobs(using), ages, size=size, deadline=deadline, progress=progress)
+    deleted = prune_jobs(
+        all_jobs(using), ages, size=size, deadline=deadline, progress=progress, archive=archive
+    )
     batches = 0
     while ages and (deadline is None or time.monotonic() < deadline):
         n = delete_old_batches(using, max(ages.values()), size)
@@ -90,6 +93,7 @@ class Pruner:
     def __init__(self, backend: DatabaseBackend) -> None:
         self.using = backend.database
         self.retention = dict(backend.config.RETENTION)
+        self.archive = backend.config.ARCHIVE
         # Never long enough to delay the next lease extension noticeably.
         self.budget = min(BEAT_BUDGET, backend.config.heartbeat_interval / 4)
         self.next_at = 0.0
@@ -101,7 +105,11 @@ class Pruner:
         try:
             slots = delete_idle_slots(self.using)
             locks = delete_idle_locks(self.using)
-            deleted = prune(self.using, self.retention, budget=self.budget) if self.retention else {}
+            deleted = (
+                prune(self.using, self.retention, budget=self.budget, archive=self.archive)
+                if self.retention
+                else {}
+            )
         except DB_ERRORS as exc:
             if is_outage(exc, self.using):
                 raise

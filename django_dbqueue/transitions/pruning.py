@@ -7,12 +7,14 @@ and concurrency keys. operations/retention.py decides when and how much;
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from django.db import transaction
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connections, transaction
 from django.db.models import Exists, OuterRef
 
 from .. import tables
@@ -51,20 +53,54 @@ def delete_batch(using: str, outcome: str, days: float, size: int = BATCH) -> in
     return delete_past(all_jobs(using), outcome, timedelta(days=days), size)
 
 
-def delete_past(jobs: QuerySet[Job], outcome: str, age: timedelta, size: int = BATCH) -> int:
+def delete_past(
+    jobs: QuerySet[Job], outcome: str, age: timedelta, size: int = BATCH, archive: bool = False
+) -> int:
     """Delete up to ``size`` of ``jobs`` that ended ``outcome`` more than
-    ``age`` ago in one short transaction, then their Dependency rows."""
+    ``age`` ago in one short transaction (with ``archive``, copied into
+    ArchivedJob in it first), then their Dependency rows."""
     with transaction.atomic(using=jobs.db):
         ids = list(
             past(jobs, outcome, age).select_for_update(skip_locked=True).values_list("pk", flat=True)[:size]
         )
         if not ids:
             return 0
+        locked = jobs.model._base_manager.using(jobs.db).filter(pk__in=ids)
+        if archive:
+            archive_rows(locked)
         # The status and age again: nothing requeued them meanwhile, as they are locked.
-        deleted = jobs.model._base_manager.using(jobs.db).filter(pk__in=ids).delete()[0]
+        deleted = locked.delete()[0]
     forget_dependencies(jobs.db, ids)
     forget_windows(jobs.db, ids)
     return deleted
+
+
+def archive_rows(rows: QuerySet[Job]) -> int:
+    """Copy ``rows`` (locked, about to be deleted) into ArchivedJob: the
+    columns people look jobs up by, and every column as JSON. A job id met
+    again (a server that reused an id) replaces its older copy."""
+    Archived = tables.archived_job()
+    copies = []
+    for job in rows:
+        row = {field.attname: getattr(job, field.attname) for field in job._meta.concrete_fields}
+        copies.append(
+            Archived(
+                id=job.pk,
+                task_path=job.task_path,
+                queue_name=job.queue_name,
+                status=job.status,
+                enqueued_at=job.enqueued_at,
+                finished_at=job.finished_at,
+                row=json.loads(json.dumps(row, cls=DjangoJSONEncoder)),
+            )
+        )
+    kept = ("task_path", "queue_name", "status", "enqueued_at", "finished_at", "archived_at", "row")
+    # MySQL and MariaDB upsert on any unique key (here, the id) and take no target.
+    target = ["id"] if connections[rows.db].features.supports_update_conflicts_with_target else None
+    Archived.objects.using(rows.db).bulk_create(
+        copies, update_conflicts=True, update_fields=kept, unique_fields=target
+    )
+    return len(copies)
 
 
 def forget_dependencies(using: str, ids: list[int]) -> int:
@@ -151,6 +187,7 @@ def prune_jobs(
     size: int = BATCH,
     deadline: float | None = None,
     progress: Callable[[str, int], None] | None = None,
+    archive: bool = False,
 ) -> dict[str, int]:
     """Delete the jobs of ``jobs`` past their outcome's age in ``ages``,
     batch by batch, until none is left or the ``deadline`` (monotonic
@@ -160,7 +197,7 @@ def prune_jobs(
     deleted = dict.fromkeys(ages, 0)
     for outcome, age in ages.items():
         while deadline is None or time.monotonic() < deadline:
-            n = delete_past(jobs, outcome, age, size)
+            n = delete_past(jobs, outcome, age, size, archive)
             deleted[outcome] += n
             if progress is not None and n:
                 progress(outcome, deleted[outcome])

@@ -63,7 +63,9 @@ class Command(BaseCommand):
                 self.stderr.write(f"{outcome}: {deleted} deleted so far ({now - started:.0f}s)")
                 sys.stderr.flush()
 
-        deleted = prune(using, retention, size=options["batch"], progress=progress)
+        deleted = prune(
+            using, retention, size=options["batch"], progress=progress, archive=backend.config.ARCHIVE
+        )
         for outcome, n in deleted.items():
             self.stdout.write(f"{outcome}: deleted {finished(n, retention[outcome])}.")
         self.stdout.write(f"Done in {time.monotonic() - started:.1f}s.")
