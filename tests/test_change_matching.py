@@ -103,3 +103,25 @@ def test_the_dashboard_retries_failed_and_discards_ready_per_queue_for_whoever_m
     assert statuses(ready + failed) == {"CANCELLED"}
     logged = LogEntry.objects.filter(user=operator).values_list("change_message", flat=True)
     assert sorted(set(logged)) == ["Cancelled (was READY).", "Requeued (was FAILED)."]
+
+
+@override_settings(TASKS=options())
+def test_select_all_on_a_filtered_list_keeps_the_filter_and_a_search_keeps_the_ids(client):
+    from tests.admin_helpers import CHANGELIST
+    from tests.test_big_operations import operation_jobs
+
+    failed, others = jobs(INLINE + 3, "FAILED"), jobs(2, "FAILED", "default")
+    client.force_login(staff("operator", "view_job", "requeue_job"))
+    post = {"action": "requeue", "select_across": "1", "index": "0", "_selected_action": [str(failed[0])]}
+    response = client.post(f"{CHANGELIST}?status__exact=FAILED&queue_name__exact=email", post, follow=True)
+    assert any("in the background" in message for message in messages_of(response))
+    [operation] = operation_jobs("change_matching")
+    assert operation.kwargs["params"]["filter"] == {"status": "FAILED", "queue_name": "email"}
+    run_operations()
+    assert statuses(failed) == {"READY"} and statuses(others) == {"FAILED"}
+    # A search is not one of the list's filters: the selection is its ids.
+    more = jobs(INLINE + 1, "FAILED")
+    client.post(f"{CHANGELIST}?q=demo.tasks.add&status__exact=FAILED", post, follow=True)
+    assert operation_jobs("change_jobs"), "changed by its ids"
+    run_operations()
+    assert statuses(more) == {"READY"}

@@ -28,7 +28,9 @@ from django.views.decorators.http import require_POST
 
 from ..models import Job
 from ..operations.big import limits, start
+from ..operations.matching import change_all, check_filter
 from ..operations.selections import runs
+from ..routing import stored_id
 from .changes import CHANGES, RUNNING, Change, change_locked, chunks, jobs, label_rank, status_rank
 from .job_workflow import STRANDS, STRANDS_WHY, UNDELETABLE
 from .operations import operation_message
@@ -121,10 +123,17 @@ class JobActions(_ModelAdmin):
 
     def apply_as_job(self, request: HttpRequest, queryset: QuerySet, change: Change) -> None:
         """More jobs than OPERATION_INLINE_ROWS: answer at once, and change
-        them in an operation job, chunk by chunk (operations/selections.py)."""
-        ids = runs(queryset.order_by().values_list("pk", flat=True))
-        params = {"method": change.method, "ids": ids, "user": request.user.pk}
-        started = start("change_jobs", queryset.db, params)
+        them in an operation job, chunk by chunk. "Select all N" on a list
+        filtered only by the list's filters keeps the filter, not the ids
+        (operations/matching.py): a million jobs are never read into the
+        request. Any other selection is its ids (operations/selections.py)."""
+        matching = all_matching(request)
+        if matching is not None:
+            started = change_all(change.method, using=queryset.db, user=request.user, **matching)
+        else:
+            ids = runs(queryset.order_by().values_list("pk", flat=True))
+            params = {"method": change.method, "ids": ids, "user": request.user.pk}
+            started = start("change_jobs", queryset.db, params)
         self.message_user(request, operation_message(self, started, change.method), messages.SUCCESS)
 
     def log_job_changes(
@@ -204,3 +213,33 @@ class JobActions(_ModelAdmin):
 
     def has_run_now_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(f"{self.opts.app_label}.run_job_now")
+
+
+# The job list's filters (JobAdmin.list_filter), as the list's query string
+# names them, and the Job field each stands for; and what else the query
+# string may hold without changing which jobs are listed.
+LIST_FILTERS = {
+    "status__exact": "status",
+    "queue_name__exact": "queue_name",
+    "task_path__exact": "task_path",
+    "batch_id": "batch_id",
+}
+NOT_FILTERS = frozenset({"o", "p", "_changelist_filters"})
+
+
+def all_matching(request: HttpRequest) -> dict[str, Any] | None:
+    """The filter of a "Select all N" action on a list filtered only by the
+    list's own filters (no search, no other lookup), as change_all() takes
+    it; None for any other selection, which is changed by its ids."""
+    if request.POST.get("select_across") != "1":
+        return None
+    given = {key: request.GET[key] for key in request.GET if key not in NOT_FILTERS}
+    if set(given) - set(LIST_FILTERS):
+        return None
+    matching: dict[str, Any] = {LIST_FILTERS[key]: value for key, value in given.items()}
+    if "batch_id" in matching:
+        matching["batch_id"] = stored_id(matching["batch_id"])
+    try:
+        return check_filter(matching)
+    except ValueError:  # a value no job has (an id past 64 bits, a made-up status): the ids say so
+        return None
