@@ -139,8 +139,12 @@ class DatabaseBackend(BaseTaskBackend):
         """Enqueue ``task`` once per ``(args, kwargs)`` in ``calls``, with one
         multi-row INSERT per ``batch_size`` jobs; see django_dbqueue.enqueue.bulk."""
         jobs = build_jobs(self, task, calls)
-        if getattr(task, "depends_on", ()) or any(
-            job.unique_key is not None or getattr(job, "sequence_key", None) is not None for job in jobs
+        if (
+            getattr(task, "depends_on", ())
+            or getattr(task, "tags", ())
+            or any(
+                job.unique_key is not None or getattr(job, "sequence_key", None) is not None for job in jobs
+            )
         ):
             # A dependant is written with its parents locked, one at a time.
             # Each key may meet a holder (another producer's, or an earlier

@@ -318,6 +318,22 @@ class ArchivedJob(models.Model):
         return f"{self.task_path} #{self.pk} ({self.status}, archived)"
 
 
+class JobTag(models.Model):
+    """One tag of a job (``@task(tags=...)``, enqueue/tags.py), written with
+    the job; the admin's search ``tag:NAME`` reads the (tag, job) index, and
+    retention deletes a job's tags with it."""
+
+    tag = KeyField(max_length=64)
+    job_id = models.BigIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["tag", "job_id"], name="dbqueue_tag_job")]
+        indexes = [models.Index(fields=["job_id"], name="dbqueue_tag_of_job")]
+
+    def __str__(self) -> str:
+        return self.tag
+
+
 class RateSlot(models.Model):
     """One of the N slots of a rate key of limit N per period: free once
     ``free_at`` has passed, and moved a period on by the claim that uses it

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, cast
 from django.apps import apps
 
 if TYPE_CHECKING:
-    from .models import ArchivedJob, ConcurrencyLock, Job, RateSlot, UniqueWindow
+    from .models import ArchivedJob, ConcurrencyLock, Job, JobTag, RateSlot, UniqueWindow
 
 APP = "django_dbqueue"
 
@@ -43,3 +43,8 @@ def unique_window() -> type[UniqueWindow]:
 @functools.cache
 def archived_job() -> type[ArchivedJob]:
     return cast("type[ArchivedJob]", apps.get_model(APP, "ArchivedJob"))
+
+
+@functools.cache
+def job_tag() -> type[JobTag]:
+    return cast("type[JobTag]", apps.get_model(APP, "JobTag"))

@@ -15,7 +15,8 @@ from django.urls import URLPattern, path
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from ..models import Job, UniqueWindow
+from ..enqueue.tags import tags_of
+from ..models import Job, JobTag, UniqueWindow
 from ..status import FINISHED
 from . import display as show
 from . import timeline as story
@@ -54,6 +55,10 @@ class JobChangeList(ReplicaChangeList):
         return super().get_queryset(request, exclude_parameters).only(*LIST_COLUMNS)
 
 
+# The admin search's word for a tag (get_search_results).
+TAG_PREFIX = "tag:"
+
+
 @admin.register(Job)
 class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActions, admin.ModelAdmin):
     list_display = (
@@ -72,7 +77,8 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
     # Searching is get_search_results(); these only make the admin draw the box.
     search_fields = ("=id", "task_path", "args", "kwargs", "metadata")
     search_help_text = (
-        "A number finds the job with that id; other text searches task paths, arguments and metadata."
+        "A number finds the job with that id; tag:NAME the jobs with that tag (through an index); "
+        "other text searches task paths, arguments and metadata (every row)."
     )
     # Newest first, and no other sort: each filter has an index ending in id,
     # any other order would sort every matching row.
@@ -200,6 +206,9 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
         keys = []
         if job.unique_key is not None:
             keys.append(("unique key", job.unique_key, ""))
+        tags = tags_of(job._state.db or queue_database(), job.pk)
+        if tags:
+            keys.append(("tags", " ".join(tags), "search them as tag:NAME"))
         window = UniqueWindow.objects.using(job._state.db).filter(job_id=job.pk).first()
         if window is not None:  # a task unique for a period (enqueue/windows.py)
             keys.append(("unique key for its window", str(window), "held until its row is pruned"))
@@ -245,7 +254,12 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str
     ) -> tuple[QuerySet, bool]:
-        term = search_term.strip()
+        words = search_term.split()
+        # tag:NAME finds a tag's jobs through the (tag, job) index (enqueue/tags.py).
+        for word in (w for w in words if w.startswith(TAG_PREFIX) and len(w) > len(TAG_PREFIX)):
+            tagged = JobTag.objects.using(queryset.db).filter(tag=word[len(TAG_PREFIX) :])
+            queryset = queryset.filter(pk__in=tagged.values("job_id"))
+        term = " ".join(w for w in words if not (w.startswith(TAG_PREFIX) and len(w) > len(TAG_PREFIX)))
         if not term:
             return queryset, False
         # An id is a primary key lookup; text has no index to use and reads

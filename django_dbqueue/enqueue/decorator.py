@@ -63,6 +63,10 @@ def task(
     options = normalized(options)
     if "debounce" in options:
         options["debounce"] = as_debounce(options["debounce"])
+    if "tags" in options:
+        from .tags import as_tags
+
+        options["tags"] = as_tags(options["tags"])
     if "run_after" in options:
         raise TypeError(
             "run_after cannot be set in @task: it is a time, not a default. "

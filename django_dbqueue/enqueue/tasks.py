@@ -37,6 +37,10 @@ class DatabaseTask(Task):
         enqueueing another returns that job, or raises
         :class:`~django_dbqueue.exceptions.JobAlreadyQueued` when
         ``on_duplicate="raise"``.
+    ``tags``
+        A string or a list of them (at most 16, each 1 to 64 characters
+        without spaces): labels the admin finds the job by (``tag:NAME``);
+        ``.using(tags=...)`` replaces the task's own.
     ``unique_period``
         With a ``unique_key``: seconds or a ``timedelta`` (1 s to 366 days).
         The key holds for the window of that length its job is due in,
@@ -102,6 +106,7 @@ class DatabaseTask(Task):
     unique_key: str | Callable[..., str] | None = None
     on_duplicate: str = "return"  # or "raise": JobAlreadyQueued
     unique_period: float | timedelta | None = None
+    tags: tuple[str, ...] = ()
     sequence_key: str | Callable[..., str] | None = None
     on_sequence_failure: str = "hold"  # or "continue"
     concurrency_key: str | Callable[..., str] | None = None
@@ -137,6 +142,10 @@ class DatabaseTask(Task):
             from .metadata import check_metadata
 
             ours["metadata"] = check_metadata(ours["metadata"])
+        if "tags" in ours:
+            from .tags import as_tags
+
+            ours["tags"] = as_tags(ours["tags"])
         if "expires" in ours:
             from .expiry import check_expires
 
@@ -163,4 +172,5 @@ OWN_USING = (
     "metadata",
     "expires",
     "sequence_key",
+    "tags",
 )

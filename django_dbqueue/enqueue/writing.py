@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.db import transaction
+
 from ..db import retry_on_conflict
 from ..tasks_api import InvalidTask
 from ..transitions.inserts import insert_job
 from .sequences import insert_in_sequence
+from .tags import insert_tags
 from .unique import insert_or_holder
 from .windows import insert_in_window
 
@@ -39,7 +42,20 @@ def check_combination(job: Any, task: Task) -> None:
 
 
 def write(backend: DatabaseBackend, job: Any, task: Task, plan: Plan | None) -> Any:
-    """Write ``job``; returns it, or the job that holds its key instead."""
+    """Write ``job``; returns it, or the job that holds its key instead. A
+    job with tags is written with them in one transaction (enqueue/tags.py);
+    a call that met a holder adds none to it."""
+    tags = getattr(task, "tags", ())
+    if not tags:
+        return _write(backend, job, task, plan)
+    with transaction.atomic(using=backend.database):
+        holder = _write(backend, job, task, plan)
+        if holder is job:
+            insert_tags(backend.database, job.pk, tags)
+    return holder
+
+
+def _write(backend: DatabaseBackend, job: Any, task: Task, plan: Plan | None) -> Any:
     database = backend.database
     parents = getattr(task, "depends_on", ())
     sequence = getattr(job, "sequence_key", None)

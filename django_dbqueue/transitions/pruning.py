@@ -72,6 +72,7 @@ def delete_past(
         deleted = locked.delete()[0]
     forget_dependencies(jobs.db, ids)
     forget_windows(jobs.db, ids)
+    tables.job_tag().objects.using(jobs.db).filter(job_id__in=ids).delete()
     return deleted
 
 
