@@ -1,3 +1,5 @@
+from datetime import datetime, timedelta
+
 from django.db import models
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -274,9 +276,9 @@ class UniqueWindow(models.Model):
         constraints = [models.UniqueConstraint(fields=["key", "window"], name="dbqueue_window_once")]
 
     def __str__(self) -> str:
-        from .enqueue.windows import shown_window
-
-        return shown_window(self.key, self.window)
+        """``key@2026-11-28T00:00:00Z``: the key and its window's start, as pages and messages show it."""
+        start = datetime(1970, 1, 1) + timedelta(microseconds=self.window)
+        return f"{self.key}@{start.isoformat()}Z"
 
 
 class SequenceTail(models.Model):

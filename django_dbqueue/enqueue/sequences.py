@@ -61,7 +61,7 @@ def insert_in_sequence(job: Job, key: str, policy: str, using: str) -> None:
         tail = _locked_tail(tails, key)
         jobs = type(job)._base_manager.using(using)
         # Locked, so that retention cannot prune it before the dependency is written.
-        previous = tail.job_id if tail.job_id is not None else None
+        previous = tail.job_id
         if previous is not None and jobs.filter(pk=previous).select_for_update().exists():
             insert_dependant(job, [("job", previous, using)], using)
         else:

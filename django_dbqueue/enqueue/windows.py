@@ -73,8 +73,9 @@ def window_of(due: datetime, period: float | timedelta) -> int:
 
 def shown_window(key: str, window: int) -> str:
     """``key@2026-11-28T00:00:00Z``: a window as the page and messages show it."""
-    start = EPOCH + timedelta(microseconds=window)
-    return f"{key}@{start.replace(tzinfo=None).isoformat()}Z"
+    from ..models import UniqueWindow
+
+    return str(UniqueWindow(key=key, window=window))
 
 
 def insert_in_window(
