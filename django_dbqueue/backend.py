@@ -27,7 +27,7 @@ from .enqueue.plan import Plan, Plans
 from .enqueue.results import JobResult, ResultView
 from .enqueue.tasks import DatabaseTask
 from .enqueue.validation import check_arguments, task_module_allowed, validate_fields
-from .enqueue.writing import as_planned, check_combination, write
+from .enqueue.writing import as_planned, check_combination, one_by_one, write
 from .options import OptionsError, QueueOptions, database_problem, entry_problems
 from .routing import MARK
 from .schema import schema_required
@@ -139,16 +139,11 @@ class DatabaseBackend(BaseTaskBackend):
         """Enqueue ``task`` once per ``(args, kwargs)`` in ``calls``, with one
         multi-row INSERT per ``batch_size`` jobs; see django_dbqueue.enqueue.bulk."""
         jobs = build_jobs(self, task, calls)
-        if (
-            getattr(task, "depends_on", ())
-            or getattr(task, "tags", ())
-            or any(
-                job.unique_key is not None or getattr(job, "sequence_key", None) is not None for job in jobs
-            )
-        ):
+        if getattr(task, "depends_on", ()) or any(one_by_one(job) for job in jobs):
             # A dependant is written with its parents locked, one at a time.
             # Each key may meet a holder (another producer's, or an earlier
-            # call of this batch): one INSERT per job, each told apart.
+            # call of this batch), a job of a sequence waits for the one
+            # before, a tagged one has its tags: one INSERT per job.
             return [self.insert(job, task) for job in jobs]
         with schema_required(self.alias, self.database):
             insert_jobs(self, task, jobs, batch_size)

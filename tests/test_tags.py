@@ -86,3 +86,18 @@ def test_bad_tags_are_refused_where_they_are_given(tags_given, message):
     with pytest.raises(InvalidTask, match=message):
         tasks.record.using(tags=tags_given)
     assert not Job.objects.exists()
+
+
+def test_a_tags_function_labels_each_call_by_its_arguments_and_the_search_finds_them(client):
+    by_customer = task(tags=lambda customer, amount: [f"customer:{customer}", "invoice"])(tasks.add.func)
+    first = int(by_customer.enqueue(42, 10).id)
+    int(by_customer.enqueue(7, 10).id)
+    untagged = task(tags=lambda customer, amount: None)(tasks.add.func)
+    none = int(untagged.enqueue(42, 1).id)
+    assert not JobTag.objects.filter(job_id=none).exists()
+    client.force_login(staff("viewer", "view_job"))
+    found = client.get(CHANGELIST, {"q": "customer:42"}).context["cl"].result_list
+    assert [job.pk for job in found] == [first]
+    with pytest.raises(InvalidTask, match="without spaces"):
+        task(tags=lambda customer, amount: "a b")(tasks.add.func).enqueue(1, 2)
+    assert Job.objects.count() == 3, "the refused call wrote nothing"

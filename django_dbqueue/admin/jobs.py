@@ -59,6 +59,12 @@ class JobChangeList(ReplicaChangeList):
 TAG_PREFIX = "tag:"
 
 
+def is_tag_word(word: str) -> bool:
+    """A search word that names a tag: ``tag:NAME``, or any ``key:value``."""
+    head, colon, tail = word.partition(":")
+    return bool(colon and head and tail)
+
+
 @admin.register(Job)
 class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActions, admin.ModelAdmin):
     list_display = (
@@ -77,8 +83,8 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
     # Searching is get_search_results(); these only make the admin draw the box.
     search_fields = ("=id", "task_path", "args", "kwargs", "metadata")
     search_help_text = (
-        "A number finds the job with that id; tag:NAME the jobs with that tag (through an index); "
-        "other text searches task paths, arguments and metadata (every row)."
+        "A number finds the job with that id; tag:NAME, or a word with a colon (customer:42), the jobs "
+        "with that tag (through an index); other text searches task paths, arguments and metadata."
     )
     # Newest first, and no other sort: each filter has an index ending in id,
     # any other order would sort every matching row.
@@ -255,11 +261,13 @@ class JobAdmin(PrimaryActionsMixin, JobRunningFields, JobWorkflowFields, JobActi
         self, request: HttpRequest, queryset: QuerySet, search_term: str
     ) -> tuple[QuerySet, bool]:
         words = search_term.split()
-        # tag:NAME finds a tag's jobs through the (tag, job) index (enqueue/tags.py).
-        for word in (w for w in words if w.startswith(TAG_PREFIX) and len(w) > len(TAG_PREFIX)):
-            tagged = JobTag.objects.using(queryset.db).filter(tag=word[len(TAG_PREFIX) :])
+        # A word with a colon is a tag, found through the (tag, job) index
+        # (enqueue/tags.py): tag:NAME is the tag NAME, customer:42 itself.
+        for word in filter(is_tag_word, words):
+            tag = word.removeprefix(TAG_PREFIX)
+            tagged = JobTag.objects.using(queryset.db).filter(tag=tag)
             queryset = queryset.filter(pk__in=tagged.values("job_id"))
-        term = " ".join(w for w in words if not (w.startswith(TAG_PREFIX) and len(w) > len(TAG_PREFIX)))
+        term = " ".join(word for word in words if not is_tag_word(word))
         if not term:
             return queryset, False
         # An id is a primary key lookup; text has no index to use and reads

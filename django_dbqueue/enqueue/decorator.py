@@ -63,7 +63,7 @@ def task(
     options = normalized(options)
     if "debounce" in options:
         options["debounce"] = as_debounce(options["debounce"])
-    if "tags" in options:
+    if "tags" in options and not callable(options["tags"]):
         from .tags import as_tags
 
         options["tags"] = as_tags(options["tags"])

@@ -38,6 +38,7 @@ from .expiry import deadline
 from .keys import call_keys, is_keyed, resolve_key
 from .metadata import TRACE_KEY, check_metadata
 from .results import JobResult, new_result
+from .tags import call_tags
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -66,6 +67,7 @@ class Plan:
         "debounce",
         "expires",
         "sequence",
+        "tags",
         "empty",
         "empty_marks",
         "integers",
@@ -93,6 +95,7 @@ class Plan:
         # A debounced call is due a quiet period after it (debounce.py).
         self.debounce = getattr(task, "debounce", None)
         self.sequence = getattr(task, "sequence_key", None)  # enqueue/sequences.py
+        self.tags = getattr(task, "tags", ())  # a tuple, or a function of the call's arguments (tags.py)
         self.metadata = check_metadata(getattr(task, "metadata", None), self.integers) or {}
         # An aware run_after with USE_TZ = False: the local time it names.
         self.run_after = as_stored(task.run_after) if task.run_after else None
@@ -142,6 +145,7 @@ class Plan:
         # Key functions get the call's own arguments, as the task function would.
         call = call_keys(self.task, args, kwargs, self.rate_limits) if keys and self.keyed else {}
         sequence = resolve_key("sequence_key", self.sequence, args, kwargs) if self.sequence else None
+        tags = call_tags(self.tags, args, kwargs) if self.tags else ()
         args, kwargs = encode_arguments(args, kwargs, self.limit, self.integers)
         fields = {
             **self.template,
@@ -171,17 +175,13 @@ class Plan:
             post_init.receivers and post_init.has_listeners(Job)
         ):
             job = Job(**fields)  # a receiver hears of every instance, as before
-            if sequence is not None:
-                job.sequence_key = sequence
-            return job
+            return with_extras(job, sequence, tags)
         # What Model.__init__ leaves behind for these values, without walking
         # every field for its default again.
         job = Job.__new__(Job)
         job.__dict__ = fields
         job._state = ModelState()
-        if sequence is not None:
-            job.sequence_key = sequence  # not a column: the tail table holds it (insert_in_sequence)
-        return job
+        return with_extras(job, sequence, tags)
 
     def insert(self, job: Job) -> None:
         """Write a new READY job made by :meth:`job` (see :meth:`statement`)."""
@@ -294,6 +294,16 @@ class Plan:
 # or the drivers' parameter markers (%s, and SQLite's ?) give a meaning to,
 # in any character set or SQL mode. Anything else stays a parameter.
 PLAIN = re.compile(r"[A-Za-z0-9_.<>\[\]{}\- ]*")
+
+
+def with_extras(job: Job, sequence: str | None, tags: tuple[str, ...]) -> Job:
+    """``job`` with what its call gives besides columns: its sequence key
+    (the tail table holds it, sequences.py) and its tags (JobTag rows, tags.py)."""
+    if sequence is not None:
+        job.sequence_key = sequence  # type: ignore[attr-defined]
+    if tags:
+        job.tags = tags  # type: ignore[attr-defined]
+    return job
 
 
 def literal(value: Any) -> str | None:

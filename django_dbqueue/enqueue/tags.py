@@ -1,8 +1,10 @@
 """Tags: short labels a task or a call gives its jobs (``@task(tags=...)``,
-``.using(tags=...)``), kept in ``JobTag`` rows written in the job's own
-transaction, so that the admin finds a tag's jobs through an index
-(``tag:billing`` in its search) instead of reading every job's arguments.
-Jobs without tags write nothing more."""
+``.using(tags=...)``), or a function of the call's arguments returns
+(``tags=lambda order: [f"customer:{order.customer_id}"]``), kept in
+``JobTag`` rows written in the job's own transaction, so that the admin
+finds a tag's jobs through an index (``tag:billing``, or ``customer:42``,
+in its search) instead of reading every job's arguments. Jobs without tags
+write nothing more."""
 
 from __future__ import annotations
 
@@ -31,6 +33,15 @@ def as_tags(value: Any) -> tuple[str, ...]:
     if len(tags) > MOST_TAGS:
         raise InvalidTask(f"A job may have at most {MOST_TAGS} tags, not {len(tags)}.")
     return tags
+
+
+def call_tags(declared: Any, args: Any, kwargs: Any) -> tuple[str, ...]:
+    """One call's tags: the task's own, or what its tags function returns for
+    the call's arguments (a string, a list, or None for none), checked."""
+    if not callable(declared):
+        return tuple(declared)
+    given = declared(*args, **kwargs)
+    return () if given is None else as_tags(given)
 
 
 def insert_tags(using: str, job_id: int, tags: Iterable[str]) -> None:

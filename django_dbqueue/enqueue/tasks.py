@@ -39,8 +39,9 @@ class DatabaseTask(Task):
         ``on_duplicate="raise"``.
     ``tags``
         A string or a list of them (at most 16, each 1 to 64 characters
-        without spaces): labels the admin finds the job by (``tag:NAME``);
-        ``.using(tags=...)`` replaces the task's own.
+        without spaces), or a function of the call's arguments returning
+        them: labels the admin finds the job by through an index
+        (``tag:NAME``); ``.using(tags=...)`` replaces the task's own.
     ``unique_period``
         With a ``unique_key``: seconds or a ``timedelta`` (1 s to 366 days).
         The key holds for the window of that length its job is due in,
@@ -106,7 +107,8 @@ class DatabaseTask(Task):
     unique_key: str | Callable[..., str] | None = None
     on_duplicate: str = "return"  # or "raise": JobAlreadyQueued
     unique_period: float | timedelta | None = None
-    tags: tuple[str, ...] = ()
+    # Not hashed: a function of the call's arguments need not be hashable.
+    tags: tuple[str, ...] | Callable[..., Any] = dataclasses.field(default=(), hash=False)
     sequence_key: str | Callable[..., str] | None = None
     on_sequence_failure: str = "hold"  # or "continue"
     concurrency_key: str | Callable[..., str] | None = None
@@ -142,7 +144,7 @@ class DatabaseTask(Task):
             from .metadata import check_metadata
 
             ours["metadata"] = check_metadata(ours["metadata"])
-        if "tags" in ours:
+        if "tags" in ours and not callable(ours["tags"]):
             from .tags import as_tags
 
             ours["tags"] = as_tags(ours["tags"])

@@ -45,7 +45,7 @@ def write(backend: DatabaseBackend, job: Any, task: Task, plan: Plan | None) -> 
     """Write ``job``; returns it, or the job that holds its key instead. A
     job with tags is written with them in one transaction (enqueue/tags.py);
     a call that met a holder adds none to it."""
-    tags = getattr(task, "tags", ())
+    tags = getattr(job, "tags", ())  # this call's (Plan.job)
     if not tags:
         return _write(backend, job, task, plan)
     with transaction.atomic(using=backend.database):
@@ -97,4 +97,14 @@ def as_planned(job: Any, task: Task, plan: Plan | None) -> bool:
         plan is not None
         and not getattr(task, "depends_on", ())
         and getattr(job, "sequence_key", None) is None
+    )
+
+
+def one_by_one(job: Any) -> bool:
+    """Whether a job of a bulk enqueue is written alone: one with a unique
+    key, a sequence key or tags (enqueue/bulk.py writes the others together)."""
+    return (
+        job.unique_key is not None
+        or getattr(job, "sequence_key", None) is not None
+        or bool(getattr(job, "tags", ()))
     )
