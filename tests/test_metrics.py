@@ -172,3 +172,25 @@ def test_a_bad_metrics_port_is_refused():
         port = taken.getsockname()[1]
         with pytest.raises(CommandError, match=f"Cannot serve metrics on 127.0.0.1:{port}"):
             call_command("runqueue", "--metrics-port", str(port), "--metrics-addr", "127.0.0.1")
+
+
+def test_per_task_figures_have_a_bounded_task_label(client):
+    end = read_database_now("default")
+    for i in range(52):  # more tasks than get a label of their own
+        for _ in range(2 if i == 0 else 1):
+            Job.objects.create(
+                task_path=f"demo.tasks.t{i:02}",
+                status="SUCCESSFUL",
+                run_after=end - timedelta(seconds=3),
+                last_attempted_at=end - timedelta(seconds=2),
+                finished_at=end,
+            )
+    m = samples(client.get("/metrics/").content.decode())
+    finished = {
+        dict(labels)["task"]: v
+        for (name, labels), v in m.items()
+        if name == "dbqueue_task_jobs_finished" and dict(labels)["status"] == "SUCCESSFUL"
+    }
+    assert len(finished) == 51 and finished["demo.tasks.t00"] == 2 and finished["(other)"] == 2
+    assert m[("dbqueue_task_run_seconds", (("quantile", "0.5"), ("task", "demo.tasks.t00")))] == 2.0
+    assert m[("dbqueue_task_wait_seconds", (("quantile", "0.95"), ("task", "demo.tasks.t00")))] == 1.0

@@ -24,6 +24,7 @@ from django.http import HttpRequest, HttpResponse
 
 from ..db import DB_ERRORS, brief
 from .stats import QueueFigures, snapshot
+from .task_stats import TaskFigures, task_figures
 
 if TYPE_CHECKING:
     from ..backend import DatabaseBackend
@@ -60,6 +61,7 @@ class QueueCollector:
                 alive_within=self.backend.config.LEASE_SECONDS,
                 configured=sorted(known),
             )
+            by_task = task_figures(self.backend.database, minutes=1)
         except DB_ERRORS as exc:
             logger.warning("Metrics: the database did not answer (%s).", brief(exc))
             up.add_metric([], 0)
@@ -96,6 +98,56 @@ class QueueCollector:
         )
         alive.add_metric([], len(snap.workers))
         yield from (jobs, due, lag, paused, pending, alive)
+        yield from task_metrics(by_task)
+
+
+# Tasks that get a label of their own in the per-task metrics: the busiest
+# of the last minute; the rest are summed under OTHER, so a project with
+# thousands of tasks (or rows naming made-up ones) does not grow the series.
+MOST_TASKS = 50
+
+
+def task_metrics(figures: list[TaskFigures]) -> Iterator[Any]:
+    """Jobs finished in the last minute per task and outcome, and the
+    median and 95th percentile of the latest runs' run and wait times
+    (operations/task_stats.py), for the MOST_TASKS busiest tasks."""
+    from prometheus_client.core import GaugeMetricFamily
+
+    finished = GaugeMetricFamily(
+        "dbqueue_task_jobs_finished",
+        "Jobs that finished in the last minute, per task and outcome.",
+        labels=["task", "status"],
+    )
+    run = GaugeMetricFamily(
+        "dbqueue_task_run_seconds",
+        "The latest runs' run time per task, by quantile.",
+        labels=["task", "quantile"],
+    )
+    wait = GaugeMetricFamily(
+        "dbqueue_task_wait_seconds",
+        "The latest runs' wait from due to start per task, by quantile.",
+        labels=["task", "quantile"],
+    )
+    other = TaskFigures(OTHER)
+    for rank, task in enumerate(figures):
+        if rank >= MOST_TASKS:
+            for outcome in ("successful", "failed", "cancelled"):
+                setattr(other, outcome, getattr(other, outcome) + getattr(task, outcome))
+            continue
+        for outcome in ("successful", "failed", "cancelled"):
+            finished.add_metric([task.task, outcome.upper()], getattr(task, outcome))
+        for quantile, run_value, wait_value in (
+            ("0.5", task.run_p50, task.wait_p50),
+            ("0.95", task.run_p95, task.wait_p95),
+        ):
+            if run_value is not None:
+                run.add_metric([task.task, quantile], run_value)
+            if wait_value is not None:
+                wait.add_metric([task.task, quantile], wait_value)
+    if len(figures) > MOST_TASKS:
+        for outcome in ("successful", "failed", "cancelled"):
+            finished.add_metric([OTHER, outcome.upper()], getattr(other, outcome))
+    yield from (finished, run, wait)
 
 
 def known_queues(backend: DatabaseBackend) -> set[str]:
