@@ -311,6 +311,8 @@ class ArchivedJob(models.Model):
     row = TolerantJSONField(default=dict)  # every column of the job, as JSON
 
     class Meta:
+        # "Archive" in the admin's index, apart from "Jobs".
+        verbose_name, verbose_name_plural = "archived job", "archive"
         indexes = [
             models.Index(fields=["task_path", "id"], name="dbqueue_archive_task_id"),
             models.Index(fields=["finished_at"], name="dbqueue_archive_finished"),

@@ -28,6 +28,8 @@ class Migration(migrations.Migration):
                 ("row", django_dbqueue.jsonfield.TolerantJSONField(default=dict)),
             ],
             options={
+                "verbose_name": "archived job",
+                "verbose_name_plural": "archive",
                 "indexes": [
                     models.Index(fields=["task_path", "id"], name="dbqueue_archive_task_id"),
                     models.Index(fields=["finished_at"], name="dbqueue_archive_finished"),
