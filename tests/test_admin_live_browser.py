@@ -59,8 +59,11 @@ def test_a_running_jobs_page_follows_it_until_it_finishes_then_stops(browser, li
     context, page = signed_in(browser, live_server, path, 1366, "[data-dbqueue-live]")
     requests: list[str] = []
     page.on("request", lambda request: requests.append(request.url))
+    page.click("summary:has-text('Earlier runs')")  # a collapsed fieldset the reader opened
     Job.objects.filter(pk=job.pk).update(status="SUCCESSFUL", owner=None, progress=1.0)
     page.wait_for_selector(".dbqueue-badge:has-text('SUCCESSFUL')", timeout=10_000)
+    earlier = page.locator("details:has(> summary:has-text('Earlier runs'))")
+    assert earlier.get_attribute("open") is not None, "what the reader opened stays open"
     assert page.locator("[data-dbqueue-live]").count() == 0, "a finished job's page is no longer live"
     fetched = len(requests)
     page.wait_for_timeout(2500)

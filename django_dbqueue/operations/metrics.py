@@ -3,9 +3,11 @@
 
 :class:`QueueCollector` reads only the database, so it says the same to
 whoever asks: jobs per queue and status, due jobs, lag, paused queues,
-pending cancel requests, live workers. Read at each scrape (a few grouped
-queries that indexes serve). Queues that no backend lists are summed under
-one label (``labelled``).
+pending cancel requests, live workers, and per task the last minute's
+outcomes and run and wait times. Read at each scrape (a few grouped
+queries that indexes serve, and the latest 2,000 finished jobs' times).
+Queues that no backend lists are summed under one label (``labelled``),
+and the tasks past the 50 busiest (``task_metrics``).
 
 :func:`metrics_view` serves it from a Django URL; ``runqueue
 --metrics-port N`` serves it beside what that runqueue's own processes did
@@ -61,7 +63,8 @@ class QueueCollector:
                 alive_within=self.backend.config.LEASE_SECONDS,
                 configured=sorted(known),
             )
-            by_task = task_figures(self.backend.database, minutes=1)
+            # Each scrape reads at most the latest METRICS_SAMPLE finished jobs' times.
+            by_task = task_figures(self.backend.database, minutes=1, sample=METRICS_SAMPLE)
         except DB_ERRORS as exc:
             logger.warning("Metrics: the database did not answer (%s).", brief(exc))
             up.add_metric([], 0)
@@ -105,6 +108,7 @@ class QueueCollector:
 # of the last minute; the rest are summed under OTHER, so a project with
 # thousands of tasks (or rows naming made-up ones) does not grow the series.
 MOST_TASKS = 50
+METRICS_SAMPLE = 2_000
 
 
 def task_metrics(figures: list[TaskFigures]) -> Iterator[Any]:

@@ -58,9 +58,11 @@ def shown_seconds(value: float | None) -> str:
     return f"{value * 1000:.0f}ms" if value < 1 else f"{value:.1f}s"
 
 
-def task_figures(using: str, minutes: float = 5.0, queues: list[str] | None = None) -> list[TaskFigures]:
+def task_figures(
+    using: str, minutes: float = 5.0, queues: list[str] | None = None, sample: int = SAMPLE
+) -> list[TaskFigures]:
     """Each task with jobs that finished in the last ``minutes`` (of ``queues``),
-    busiest first."""
+    busiest first; the times from the latest ``sample`` of them."""
     from ..models import Job
 
     since = read_database_now(using) - timedelta(minutes=minutes)
@@ -76,7 +78,7 @@ def task_figures(using: str, minutes: float = 5.0, queues: list[str] | None = No
     latest = recent.filter(last_attempted_at__isnull=False).order_by("-finished_at")
     for task, started, finished, due in latest.values_list(
         "task_path", "last_attempted_at", "finished_at", "run_after"
-    )[:SAMPLE]:
+    )[:sample]:
         runs[task].append(max((finished - started).total_seconds(), 0.0))
         if due is not None:
             waits[task].append(max((started - due).total_seconds(), 0.0))

@@ -43,7 +43,18 @@
       if (fresh === null || current === null) {
         return;
       }
-      current.replaceWith(document.importNode(fresh, true));
+      // What the reader opened (a collapsed fieldset, "Earlier runs") stays open.
+      const opened = new Set(
+        Array.from(current.querySelectorAll("details[open] > summary"), (summary) => summary.textContent),
+      );
+      const placed = document.importNode(fresh, true);
+      for (const details of placed.querySelectorAll("details")) {
+        const summary = details.querySelector(":scope > summary");
+        if (summary !== null && opened.has(summary.textContent)) {
+          details.open = true;
+        }
+      }
+      current.replaceWith(placed);
       if (marker() === null) {
         return; // finished: the page as it now is stays
       }
