@@ -6,11 +6,9 @@ job that has started is left alone and the key passes to a new job
 job's enqueue time back, not by waiting for it."""
 
 import math
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connections
 from django.db.models import F
 
 from demo import retry_tasks, tasks
@@ -21,6 +19,7 @@ from django_dbqueue.models import Job
 from django_dbqueue.tasks_api import InvalidTask
 from tests.conftest import drain_in_bursts as drain
 from tests.conftest import needs_row_locks
+from tests.threads import together
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -76,23 +75,11 @@ def test_a_call_while_the_job_runs_makes_a_new_job_and_the_running_one_keeps_its
 
 @needs_row_locks
 def test_concurrent_producers_of_one_key_leave_one_pending_job():
-    errors: list[BaseException] = []
-
     def produce(number: int) -> None:
-        try:
-            for call in range(15):
-                retry_tasks.reindex.enqueue(9, f"{number}-{call}")
-        except BaseException as exc:  # reported by the assert below  # noqa: BLE001
-            errors.append(exc)
-        finally:
-            connections.close_all()
+        for call in range(15):
+            retry_tasks.reindex.enqueue(9, f"{number}-{call}")
 
-    threads = [threading.Thread(target=produce, args=(n,)) for n in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not errors, errors
+    together(produce, 6)  # a thread's exception fails the test
     [job] = Job.objects.all()
     assert job.status == "READY" and job.args[0] == 9 and job.unique_key == "reindex:9"
 

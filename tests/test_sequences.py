@@ -3,10 +3,7 @@ they were enqueued, with real workers; a FAILED job holds the rest until it
 is requeued and succeeds ("hold"), or not ("continue"); a cancelled one
 lets the next run (enqueue/sequences.py, the dependencies' "hold" policy)."""
 
-import threading
-
 import pytest
-from django.db import connections
 
 from demo import retry_tasks, tasks
 from demo.models import Execution
@@ -16,6 +13,7 @@ from django_dbqueue.tasks_api import InvalidTask, task_backends
 from django_dbqueue.worker import Worker
 from tests.conftest import drain_in_bursts as drain
 from tests.conftest import needs_row_locks
+from tests.threads import together
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -86,23 +84,11 @@ def test_a_key_function_returning_none_makes_an_ordinary_job():
 
 @needs_row_locks
 def test_concurrent_producers_of_one_key_make_one_chain():
-    errors: list[BaseException] = []
-
     def produce(number: int) -> None:
-        try:
-            for step in range(8):
-                retry_tasks.post_entry.enqueue(5, number * 100 + step)
-        except BaseException as exc:  # reported by the assert below  # noqa: BLE001
-            errors.append(exc)
-        finally:
-            connections.close_all()
+        for step in range(8):
+            retry_tasks.post_entry.enqueue(5, number * 100 + step)
 
-    threads = [threading.Thread(target=produce, args=(n,)) for n in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not errors, errors
+    together(produce, 4)  # a thread's exception fails the test
     statuses = list(Job.objects.order_by("pk").values_list("status", flat=True))
     assert statuses.count("READY") == 1 and statuses.count("WAITING") == 31, statuses
     drain(timeout=60)

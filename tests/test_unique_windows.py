@@ -4,12 +4,10 @@ or it ends FAILED or CANCELLED (enqueue/windows.py). The windows are
 reached by due times (run_after), never by waiting."""
 
 import math
-import threading
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 
 import pytest
-from django.db import connections
 from django.test import override_settings
 
 from demo import retry_tasks, tasks
@@ -20,6 +18,7 @@ from django_dbqueue.models import Job, UniqueWindow
 from django_dbqueue.tasks_api import InvalidTask, default_task_backend
 from tests.conftest import drain_in_bursts as drain
 from tests.conftest import needs_row_locks
+from tests.threads import together
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -73,23 +72,11 @@ def test_on_duplicate_raise_names_the_holder_and_its_window():
 
 @needs_row_locks
 def test_concurrent_producers_of_one_window_write_one_job():
-    errors: list[BaseException] = []
+    def produce(number: int) -> None:
+        for _ in range(10):
+            retry_tasks.send_statement.enqueue(9)
 
-    def produce() -> None:
-        try:
-            for _ in range(10):
-                retry_tasks.send_statement.enqueue(9)
-        except BaseException as exc:  # reported by the assert below  # noqa: BLE001
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=produce) for _ in range(6)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not errors, errors
+    together(produce, 6)  # a thread's exception fails the test
     assert Job.objects.count() == 1 and UniqueWindow.objects.count() == 1
 
 
