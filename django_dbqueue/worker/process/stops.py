@@ -20,6 +20,7 @@ from django.db import connections
 
 from ...clock import elapsed
 from ...db import DB_ERRORS, drop_connection, is_outage
+from ...enqueue.results import JOB_EXPIRED
 from ...exceptions import JobCancelled, JobInterrupted
 from ...payload import bounded_text
 from ...status import Status
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("django_dbqueue")
 
-JOB_EXPIRED = "django_dbqueue.exceptions.JobExpired"
 # What runner.run() returns for a job interrupted by a stop: back READY, its
 # attempt unspent, counted as interrupted and not as processed.
 INTERRUPTED = "INTERRUPTED"
