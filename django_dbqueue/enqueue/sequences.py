@@ -23,13 +23,13 @@ from ..shown import shown
 from ..tasks_api import InvalidTask
 from ..transitions.inserts import insert_job
 from .keys import check_key_option
+from .unique import ROUNDS
 
 if TYPE_CHECKING:
     from ..models import Job
 
 # on_sequence_failure, and the on_parent_failure it gives each job.
 POLICIES = {"hold": "hold", "continue": "run"}
-ROUNDS = 5
 
 
 def check_sequence(options: dict[str, Any]) -> None:

@@ -31,13 +31,12 @@ from ..shown import shown
 from ..status import Status
 from ..tasks_api import InvalidTask
 from ..transitions.inserts import insert_job
+from .unique import ROUNDS  # a window taken and given up in a tight loop, as a key
 
 if TYPE_CHECKING:
     from ..models import Job
 
 EPOCH = datetime(1970, 1, 1, tzinfo=dt_timezone.utc)
-# A window another producer takes and gives up in a tight loop: as unique.py.
-ROUNDS = 5
 # Holders that give their window up to the next call.
 GIVEN_UP = (Status.FAILED, Status.CANCELLED)
 
