@@ -26,7 +26,7 @@ from django.http import HttpRequest, HttpResponse
 
 from ..db import DB_ERRORS, brief
 from .stats import QueueFigures, snapshot
-from .task_stats import TaskFigures, task_figures
+from .task_stats import REPEATED_SAMPLE, TaskFigures, task_figures
 
 if TYPE_CHECKING:
     from ..backend import DatabaseBackend
@@ -63,8 +63,7 @@ class QueueCollector:
                 alive_within=self.backend.config.LEASE_SECONDS,
                 configured=sorted(known),
             )
-            # Each scrape reads at most the latest METRICS_SAMPLE finished jobs' times.
-            by_task = task_figures(self.backend.database, minutes=1, sample=METRICS_SAMPLE)
+            by_task = task_figures(self.backend.database, minutes=1, sample=REPEATED_SAMPLE)
         except DB_ERRORS as exc:
             logger.warning("Metrics: the database did not answer (%s).", brief(exc))
             up.add_metric([], 0)
@@ -108,7 +107,6 @@ class QueueCollector:
 # of the last minute; the rest are summed under OTHER, so a project with
 # thousands of tasks (or rows naming made-up ones) does not grow the series.
 MOST_TASKS = 50
-METRICS_SAMPLE = 2_000
 
 
 def task_metrics(figures: list[TaskFigures]) -> Iterator[Any]:

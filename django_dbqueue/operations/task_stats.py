@@ -23,8 +23,10 @@ from django.db.models import Count
 from ..clock import read_database_now
 from ..status import FINISHED, Status
 
-# The latest finished jobs the times are read from.
+# The latest finished jobs the times are read from: by queuestats --tasks,
+# and by what repeats every few seconds (a metrics scrape, the live dashboard).
 SAMPLE = 10_000
+REPEATED_SAMPLE = 2_000
 
 
 @dataclass
