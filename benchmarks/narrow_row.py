@@ -11,6 +11,16 @@ ceiling's drain in the same round:
 - ``partial``: ``today`` with the concurrency-key and batch indexes made
   partial: on a virtual column that is NULL for a job without that key, so
   a status change moves nothing there (3 entries at claim, 4 at outcome).
+  On MySQL this is what migration 0020 built, so it equals ``today``.
+- ``nolease``: ``today`` without the ``(status, lease_expires_at)`` index
+  (below); on MariaDB, which keeps plain key indexes, the step it can take.
+- ``unleased``: ``partial`` without the ``(status, lease_expires_at)``
+  index: lease recovery reads the RUNNING range of ``(status, id)`` and
+  checks each row's lease, so neither the claim's lease nor the heartbeat's
+  moves an index entry (2 at claim, 3 at outcome).
+- ``due``: ``unleased`` with the claim index on a virtual column that is
+  the queue's name while a job is READY and NULL after: the claim moves its
+  entry once, the outcome leaves it (2 at claim, 2 at outcome).
 - ``middle``: due jobs in a narrow ``ready`` table (claimed with SKIP
   LOCKED, deleted at claim), running ones in a narrow ``claimed`` table
   (job, worker), the lease per worker (no lease column written); the wide
@@ -98,15 +108,58 @@ class Partial(Today):
 
     def create(self, cur) -> None:
         super().create(cur)
+        cur.execute(f"SHOW COLUMNS FROM {WIDE} LIKE 'keyed_status'")
+        if cur.fetchall():  # MySQL: migration 0020 made them so
+            return
         cur.execute(
-            f"ALTER TABLE {WIDE} DROP INDEX dbqueue_job_key_status, DROP INDEX dbqueue_job_batch_status"
+            f"ALTER TABLE {WIDE} DROP INDEX dbqueue_job_keyed_status, DROP INDEX dbqueue_job_batched_status"
         )
         cur.execute(
             f"ALTER TABLE {WIDE} "
-            "ADD COLUMN key_status VARCHAR(10) AS (IF(concurrency_key IS NULL, NULL, status)) VIRTUAL, "
-            "ADD COLUMN batch_status VARCHAR(10) AS (IF(batch_id IS NULL, NULL, status)) VIRTUAL, "
-            "ADD INDEX proto_key_status (concurrency_key, key_status), "
-            "ADD INDEX proto_batch_status (batch_id, batch_status)"
+            "ADD COLUMN keyed_status VARCHAR(10) AS (IF(concurrency_key IS NULL, NULL, status)) VIRTUAL, "
+            "ADD COLUMN batched_status VARCHAR(10) AS (IF(batch_id IS NULL, NULL, status)) VIRTUAL, "
+            "ADD INDEX proto_key_status (concurrency_key, keyed_status), "
+            "ADD INDEX proto_batch_status (batch_id, batched_status)"
+        )
+
+
+class NoLease(Today):
+    """Today's table without the lease index."""
+
+    def create(self, cur) -> None:
+        super().create(cur)
+        cur.execute(f"ALTER TABLE {WIDE} DROP INDEX dbqueue_job_lease")
+
+
+class Unleased(Partial):
+    """No lease index: recovery reads the RUNNING range of (status, id)."""
+
+    def create(self, cur) -> None:
+        super().create(cur)
+        cur.execute(f"ALTER TABLE {WIDE} DROP INDEX dbqueue_job_lease")
+
+
+class Due(Unleased):
+    """The claim index only on READY jobs: a virtual column NULL once claimed."""
+
+    # FORCE INDEX: MySQL 9.7 otherwise reads the index in ORDER BY order
+    # from its start, through every claimed job's NULL entry (its LIMIT
+    # heuristic), 2.3x today's server CPU.
+    claim_rows = (
+        Today.claim_rows.replace("status = 'READY' AND run_after", "run_after")
+        .replace("queue_name = 'default'", "due_queue = 'default'")
+        .replace(f"FROM {WIDE}", f"FROM {WIDE} FORCE INDEX (proto_due)")
+    )
+
+    def create(self, cur) -> None:
+        super().create(cur)
+        cur.execute(
+            f"ALTER TABLE {WIDE} DROP INDEX dbqueue_job_claim_keys, "
+            "ADD COLUMN due_queue VARCHAR(100) AS (IF(status = 'READY', queue_name, NULL)) VIRTUAL"
+        )
+        cur.execute(
+            f"ALTER TABLE {WIDE} ADD INDEX proto_due (due_queue, concurrency_key, rate_key, fairness_key, "
+            "priority DESC, run_after)"
         )
 
 
@@ -195,7 +248,15 @@ class Once(Middle):
         conn.commit()
 
 
-DESIGNS = {"today": Today, "partial": Partial, "middle": Middle, "once": Once}
+DESIGNS = {
+    "today": Today,
+    "partial": Partial,
+    "nolease": NoLease,
+    "unleased": Unleased,
+    "due": Due,
+    "middle": Middle,
+    "once": Once,
+}
 
 
 def drop(cur) -> None:

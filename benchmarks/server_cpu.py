@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
 # The Job indexes holding a column the claim or the outcome changes
-# (status, lease_expires_at, finished_at), besides the claim's own.
+# (status, finished_at), besides the claim's own. The lease has none since
+# migration 0027.
 HOT_INDEXES = (
     "dbqueue_job_keyed_status",
-    "dbqueue_job_lease",
     "dbqueue_job_status_id",
     "dbqueue_job_finished",
     "dbqueue_job_batched_status",
