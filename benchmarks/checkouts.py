@@ -15,8 +15,9 @@ side's code on its path and its own database (``DBQUEUE_BENCH_DB`` plus
 - drain: ``--jobs`` no-op jobs written by ``bulk_enqueue()``, then claimed and
   run by one in-process ``Worker`` in burst mode (batches of 200).
 
-Each is timed by the process's CPU seconds (steady on a shared machine) and
-by the wall clock. The table gives each round's figures and the median of
+Each is timed by the process's CPU seconds (steady on a shared machine), by
+the server process's CPU seconds (``/proc``, as server_cpu.py; nan when the
+server is not on this host) and by the wall clock. The table gives each round's figures and the median of
 this checkout's ratio to REV's (above 1 is faster here, for CPU per job
 below 1 is cheaper here).
 """
@@ -38,6 +39,7 @@ def measure(root: Path, jobs: int, enqueues: int) -> dict[str, float]:
     """In the child: ``root``'s code on the path, its own database."""
     sys.path[:0] = [str(root), str(root / "testproject"), str(root / "benchmarks")]
     import common
+    from server_cpu import cpu_seconds, server_pid
 
     common.configure()
     common.create_database()
@@ -55,22 +57,27 @@ def measure(root: Path, jobs: int, enqueues: int) -> dict[str, float]:
         for _ in range(100):  # warm: the first enqueue reads the clock and makes the plan
             noop.enqueue()
         common.reset_jobs()
-        cpu, wall = time.process_time(), time.perf_counter()
+        pid = server_pid()
+        cpu, wall, server = time.process_time(), time.perf_counter(), cpu_seconds(pid)
         for _ in range(enqueues):
             noop.enqueue()
         enqueue_cpu, enqueue_wall = time.process_time() - cpu, time.perf_counter() - wall
+        enqueue_server = cpu_seconds(pid) - server
         common.reset_jobs()
         bulk_enqueue(noop, [((), {})] * jobs)
         connections.close_all()
-        cpu, wall = time.process_time(), time.perf_counter()
+        cpu, wall, server = time.process_time(), time.perf_counter(), cpu_seconds(pid)
         Worker(task_backends["default"], ["default"], batch=200, burst=True).run()
         drain_cpu, drain_wall = time.process_time() - cpu, time.perf_counter() - wall
+        drain_server = cpu_seconds(pid) - server
     finally:
         common.drop_database()
     return {
         "enqueue_us_cpu": enqueue_cpu / enqueues * 1e6,
         "enqueue_per_s": enqueues / enqueue_wall,
+        "enqueue_us_server": enqueue_server / enqueues * 1e6,
         "drain_us_cpu": drain_cpu / jobs * 1e6,
+        "drain_us_server": drain_server / jobs * 1e6,
         "drain_per_s": jobs / drain_wall,
     }
 
@@ -88,8 +95,10 @@ def run_side(root: Path, database: str, args: argparse.Namespace) -> dict[str, f
 FIGURES = (
     ("enqueue_per_s", "enqueue, jobs/s"),
     ("enqueue_us_cpu", "enqueue, µs CPU each"),
+    ("enqueue_us_server", "enqueue, server µs CPU each"),
     ("drain_per_s", "claim and run, jobs/s"),
     ("drain_us_cpu", "claim and run, µs CPU per job"),
+    ("drain_us_server", "claim and run, server µs per job"),
 )
 
 
