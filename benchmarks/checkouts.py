@@ -139,7 +139,10 @@ def compare(args: argparse.Namespace) -> None:
     for key, label in FIGURES:
         here = statistics.median(r["here"][key] for r in rounds)
         there = statistics.median(r[revision][key] for r in rounds)
-        ratio = statistics.median(r["here"][key] / r[revision][key] for r in rounds)
+        # The server's CPU counts in clock ticks (10 ms): a short run may count none.
+        ratio = statistics.median(
+            r["here"][key] / r[revision][key] if r[revision][key] else float("nan") for r in rounds
+        )
         print(f"{label:<32}{here:>12,.1f}{there:>12,.1f}{ratio:>8.3f}")
 
 
