@@ -1,6 +1,7 @@
 """CI runs the benchmark's quick mode: it must complete and run every job
 exactly once. How fast is the benchmark's business, not the tests'."""
 
+import ast
 import json
 import os
 import subprocess
@@ -142,6 +143,21 @@ def test_the_server_cpu_benchmark_drains_with_and_without_each_hot_index():
     assert hot and sorted(dropped) == sorted(hot), (dropped, hot)
     # Every drain ran each job once and succeeded: the script asserts it.
     assert "server" in lines[1] and "worker" in lines[1]
+
+
+def test_the_table_designs_benchmark_drains_every_design_on_todays_table():
+    """narrow_row.py builds its designs from the migrated job table: a
+    migration that renames or drops an index it changes breaks it (0027 did)."""
+    proc = run_script("narrow_row.py", "300", "1", database="bench_designs")
+    ran = [line.split(":")[1].split()[0] for line in proc.stdout.splitlines() if line.startswith("round")]
+    script = ast.parse((ROOT / "benchmarks" / "narrow_row.py").read_text())
+    [designs] = [
+        node.value
+        for node in script.body
+        if isinstance(node, ast.Assign) and [target.id for target in node.targets] == ["DESIGNS"]
+    ]
+    # Every drain finished each of its jobs once: the script asserts it.
+    assert designs.keys and ran == ["ceiling", *(key.value for key in designs.keys)], proc.stdout
 
 
 @once_per_run("the comparison runs the same code on either server; its parts are the drain and enqueue above")
