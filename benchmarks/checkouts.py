@@ -17,9 +17,9 @@ side's code on its path and its own database (``DBQUEUE_BENCH_DB`` plus
 
 Each is timed by the process's CPU seconds (steady on a shared machine), by
 the server process's CPU seconds (``/proc``, as server_cpu.py; nan when the
-server is not on this host) and by the wall clock. The table gives each round's figures and the median of
-this checkout's ratio to REV's (above 1 is faster here, for CPU per job
-below 1 is cheaper here).
+server is not on this host) and by the wall clock. The table gives each
+round's figures and the median of this checkout's ratio to REV's (above 1
+is faster here, for CPU per job below 1 is cheaper here).
 """
 
 import argparse

@@ -57,4 +57,3 @@ class Migration(migrations.Migration):
             state_operations=[migrations.RemoveIndex(model_name="job", name=INDEX)],
         ),
     ]
-
