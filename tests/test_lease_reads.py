@@ -3,15 +3,16 @@ that starts with ``status``, however many finished jobs the table holds:
 the lease has no index of its own since migration 0027 (issue 33), so the
 plan, not the index's name, is what keeps them cheap."""
 
-import json
 from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from django_dbqueue.clock import read_database_now
 from django_dbqueue.models import Job
 from tests.conftest import DATABASE, MYSQL_FAMILY
+from tests.plans import job_table_access, json_plan
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -36,31 +37,6 @@ def fill() -> None:
         cursor.fetchall()
 
 
-def job_table_access(sql: str, params: list | tuple = ()) -> dict:
-    """The plan's entry for the job table, from MySQL's or MariaDB's JSON plan."""
-    with connection.cursor() as cursor:
-        if not connection.mysql_is_mariadb:
-            # MySQL 9's second JSON format cannot explain an UPDATE.
-            cursor.execute("SET SESSION explain_json_format_version = 1")
-        cursor.execute("EXPLAIN FORMAT=JSON " + sql, params)
-        plan = json.loads(cursor.fetchone()[0])
-    found = []
-
-    def walk(node: object) -> None:
-        if isinstance(node, dict):
-            if node.get("table_name") == Job._meta.db_table:
-                found.append(node)
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(plan)
-    assert len(found) == 1, plan
-    return found[0]
-
-
 def assert_reads_the_running_range(access: dict) -> None:
     assert access["access_type"] in ("ref", "range"), access
     assert access["key"] in ("dbqueue_job_status_id", "dbqueue_job_claim_keys"), access
@@ -73,7 +49,7 @@ def test_recovery_reads_the_running_range_not_the_finished_jobs():
     fill()
     expired = Job.objects.all()._expired().order_by("pk").values_list("pk", flat=True)[:500]
     sql, params = expired.query.sql_with_params()
-    assert_reads_the_running_range(job_table_access(sql, params))
+    assert_reads_the_running_range(job_table_access(json_plan(sql, params)))
     assert Job.objects.expired_count() == RUNNING
     assert Job.objects.recover_expired() == (RUNNING, 0)
     assert Job.objects.filter(status="READY", suspect=True).count() == RUNNING
@@ -81,8 +57,8 @@ def test_recovery_reads_the_running_range_not_the_finished_jobs():
 
 def test_the_heartbeat_reads_the_running_range_not_the_finished_jobs():
     fill()
-    table = connection.ops.quote_name(Job._meta.db_table)
-    sql = f"UPDATE {table} SET lease_expires_at = NOW(6) WHERE owner IN (%s, %s) AND status = %s"
-    assert_reads_the_running_range(job_table_access(sql, ["w0", "w1", "RUNNING"]))
-    assert Job.objects.extend_leases(["w0", "w1"], 60) == 20
+    with CaptureQueriesContext(connection) as sent:
+        assert Job.objects.extend_leases(["w0", "w1"], 60) == 20
+    [heartbeat] = [query["sql"] for query in sent.captured_queries if query["sql"].startswith("UPDATE")]
+    assert_reads_the_running_range(job_table_access(json_plan(heartbeat)))
     assert Job.objects.expired_count() == 10

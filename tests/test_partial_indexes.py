@@ -4,7 +4,6 @@ columns on MySQL, which the queue's queries name there. MariaDB keeps plain
 indexes: with indexed virtual columns it could add no column online later."""
 
 import importlib
-import json
 
 import pytest
 from django.apps import apps
@@ -15,6 +14,7 @@ from django_dbqueue.status import Status
 from django_dbqueue.transitions.rows import has_virtual_status, keyed, of_batch
 from django_dbqueue.workflows.models import Batch
 from tests.conftest import DATABASE, MYSQL_FAMILY, ROOT
+from tests.plans import job_table_access, json_plan
 
 pytestmark = pytest.mark.django_db
 TABLE = Job._meta.db_table
@@ -102,28 +102,9 @@ def test_on_mysql_the_queries_use_both_parts_of_each_index():
         "dbqueue_job_batched_status": of_batch(Job.objects.all(), 5, [Status.READY]),
     }
     for index, rows in cases.items():
-        sql, params = rows.values_list("pk").query.sql_with_params()
-        with connection.cursor() as cursor:
-            cursor.execute("SET SESSION explain_json_format_version = 1")  # 2 names the parts differently
-            cursor.execute(f"EXPLAIN FORMAT=JSON {sql}", params)
-            plan = json.loads(cursor.fetchone()[0])
-        used = _table_access(plan)
+        used = job_table_access(json_plan(*rows.values_list("pk").query.sql_with_params()))
         assert used["key"] == index, used
         assert len(used["used_key_parts"]) == 2, used
-
-
-def _table_access(plan: dict) -> dict:
-    """The plan's access to the job table (MySQL and MariaDB nest it differently)."""
-    stack = [plan]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if "key" in node and "used_key_parts" in node:
-                return node
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    raise AssertionError(f"no index access in {plan}")
 
 
 @pytest.mark.skipif(DATABASE != "mysql", reason="the MySQL statements of migration 0020")
