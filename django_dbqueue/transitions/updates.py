@@ -8,7 +8,8 @@ lookup value, and three ``CASE`` expressions of 200 branches) took more
 CPU than the database spent running them. Here each value is prepared by
 its field once (a JSON list for PostgreSQL's ``jsonb``, a datetime for the
 backend), ids go in as they are, and the statement is plain SQL that
-MariaDB, MySQL, PostgreSQL and SQLite all take.
+MariaDB, MySQL, PostgreSQL and SQLite all take; on MySQL and MariaDB the
+times of ``set_by_pk`` are written into it as text too.
 """
 
 from __future__ import annotations
@@ -64,17 +65,25 @@ class RowUpdate:
     def set_by_pk(self, name: str, values: dict[int, Any]) -> RowUpdate:
         """``name = CASE pk WHEN 1 THEN v1 WHEN 2 THEN v2 ... END``."""
         field = self.model._meta.get_field(name)
-        if isinstance(field, DateTimeField):
-            # Aware datetimes straight to the backend's adapter: the field's
-            # full preparation per value showed in the worker's profile.
-            prepare = _datetime_adapter(self.connection)
-        else:
-            prepare = lambda value: field.get_db_prep_save(value, self.connection)  # noqa: E731
         # Ids are written into the SQL as digits (int() admits nothing else):
         # escaping each as a parameter showed in the profile too.
-        whens = " ".join([f"WHEN {int(pk)} THEN %s" for pk in values])
-        self.params += [prepare(value) for value in values.values()]
-        self.assignments.append(f"{self.quote(field.column)} = CASE {self.column('pk')} {whens} END")
+        pk = self.column("pk")
+        if isinstance(field, DateTimeField):
+            # Times as the backend's adapter gives them, written into the SQL
+            # where that is plain text of digits (_datetime_literal).
+            literal = _datetime_literal(self.connection)
+            whens = []
+            for key, value in values.items():
+                text = literal(value)
+                if text is None:
+                    whens.append(f"WHEN {int(key)} THEN %s")
+                    self.params.append(self.connection.ops.adapt_datetimefield_value(value))
+                else:
+                    whens.append(f"WHEN {int(key)} THEN '{text}'")
+        else:
+            whens = [f"WHEN {int(key)} THEN %s" for key in values]
+            self.params += [field.get_db_prep_save(value, self.connection) for value in values.values()]
+        self.assignments.append(f"{self.quote(field.column)} = CASE {pk} {' '.join(whens)} END")
         return self
 
     def column(self, name: str) -> str:
@@ -102,20 +111,18 @@ class RowUpdate:
             return cursor.rowcount
 
 
-def _datetime_adapter(connection: Any) -> Callable[[Any], Any]:
-    """The backend's datetime adapter; on MySQL and MariaDB with ``USE_TZ``,
-    for a time already in the connection's zone (the worker's clock gives
-    UTC, and so is the connection unless DATABASES sets TIME_ZONE), what it
-    returns for it, without its per-value checks: the text of the naive
-    time (three such times per job showed in the worker's profile)."""
-    adapt = connection.ops.adapt_datetimefield_value
-    if connection.vendor != "mysql" or not settings.USE_TZ:
-        return adapt
+def _datetime_literal(connection: Any) -> Callable[[Any], str | None]:
+    """For MySQL and MariaDB, the text the backend's adapter gives for a
+    time (``str()`` of the naive time), for the SQL itself, or None where
+    the adapter must be asked (a time in another zone, or another
+    database). ``str()`` of a datetime holds only digits, ``-``, ``:``, ``.``
+    and a space, so the text needs no escaping; escaping three such times
+    per job, as parameters, showed in the worker's profile."""
+    if connection.vendor != "mysql":
+        return lambda value: None
+    if not settings.USE_TZ:
+        return lambda value: str(value) if type(value) is datetime and value.tzinfo is None else None
     zone = connection.timezone
-
-    def adapted(value: Any) -> Any:
-        if isinstance(value, datetime) and value.tzinfo is zone:
-            return str(value.replace(tzinfo=None))
-        return adapt(value)
-
-    return adapted
+    return lambda value: (
+        str(value.replace(tzinfo=None)) if type(value) is datetime and value.tzinfo is zone else None
+    )
