@@ -23,18 +23,17 @@ CANDIDATE_ROUNDS = 8
 
 
 def first_free(
-    candidates: Rows,
-    read_ids: Callable[[Rows], list[Any]],
+    read_ids: Callable[[list[Any]], list[Any]],
     lock: Callable[[list[Any]], list[Claimed]],
 ) -> list[Claimed]:
-    """``read_ids(rows)`` picks ids among ``candidates`` by a plain read;
-    ``lock(ids)`` locks those nobody holds and marks them, in one short
-    transaction, and returns what it claimed. Empty when there is nothing
-    left to read, or after CANDIDATE_ROUNDS reads whose rows all went to
-    others."""
+    """``read_ids(taken)`` picks candidate ids by a plain read, past the ids
+    ``taken`` (``past()``); ``lock(ids)`` locks those nobody holds and
+    marks them, in one short transaction, and returns what it claimed.
+    Empty when there is nothing left to read, or after CANDIDATE_ROUNDS
+    reads whose rows all went to others."""
     taken: list[Any] = []
     for _ in range(CANDIDATE_ROUNDS):
-        ids = read_ids(candidates.exclude(pk__in=taken) if taken else candidates)
+        ids = read_ids(taken)
         if not ids:
             return []
         claimed = lock(ids)
@@ -42,3 +41,8 @@ def first_free(
             return claimed
         taken.extend(ids)  # all claimed by others meanwhile: look further on
     return []
+
+
+def past(rows: Rows, taken: list[Any]) -> Rows:
+    """``rows`` but those of ``taken``: the candidates left after a round."""
+    return rows.exclude(pk__in=taken) if taken else rows

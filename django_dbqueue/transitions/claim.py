@@ -5,7 +5,6 @@ queues, for review) sits beside this file; the package's map lists them."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -18,10 +17,11 @@ from ..db import lock_if_serialised, retry_on_conflict
 from ..limits import counted
 from ..payload import as_list
 from .batches import stopped_members
-from .candidates import first_free
-from .instances import attnames, built, loaded
+from .candidates import first_free, past
+from .compiled import by_ids, once
+from .instances import attnames, built_rows, loaded
 from .rated_slots import give_back_slots, rated_claims
-from .rows import DEFAULT_LEASE, READY, RUNNING, JobRows, listed
+from .rows import DEFAULT_LEASE, READY, RUNNING, JobRows
 from .updates import RowUpdate
 
 if TYPE_CHECKING:
@@ -43,24 +43,28 @@ class ClaimQuerySet(JobRows):
         """
         if limit < 1:
             raise ValueError("claim() needs a limit of at least 1.")
-        return retry_on_conflict(
-            lambda: self.claim_candidates(owner, limit, lease, ids_in_claim_order), using=self.db
-        )
+        due = self.due().unlimited()
+
+        def read_ids(taken: list[int]) -> list[int]:
+            return ids_in_claim_order(past(due, taken), limit)
+
+        return retry_on_conflict(lambda: self.claim_candidates(owner, lease, read_ids), using=self.db)
 
     def claim_candidates(
-        self, owner: str, limit: int, lease: float, read_ids: Callable[[JobRows, int], list[int]]
+        self, owner: str, lease: float, read_ids: Callable[[list[int]], list[int]]
     ) -> list[Job]:
-        """One claim attempt: ``read_ids(due_jobs, limit)`` picks candidate ids
-        by a plain read that locks nothing, then just those rows are locked by
-        primary key. A single locking SELECT ... ORDER BY ... LIMIT that no
-        index serves (several queues, or any filter) would lock every row it
-        sorts, starving every other claimer until it commits (candidates.py)."""
-        due_by_id, names = _due_by_id(self.model, self.db)
+        """One claim attempt: ``read_ids(taken)`` picks candidate ids (due
+        READY jobs of this table, past ``taken``) by a plain read that locks
+        nothing, then just those rows are locked by primary key. A single
+        locking SELECT ... ORDER BY ... LIMIT that no index serves (several
+        queues, or any filter) would lock every row it sorts, starving every
+        other claimer until it commits (candidates.py)."""
+        model, using = self.model, self.db
 
         def lock(ids: list[int]) -> list[Job]:
-            return self._mark_locked(lambda: built(due_by_id.filter(pk__in=listed(ids)), names), owner, lease)
+            return self._mark_locked(lambda: _locked(model, using, ids), owner, lease)
 
-        return first_free(self.due().unlimited(), lambda due: read_ids(due, limit), lock)
+        return first_free(read_ids, lock)
 
     def lock_and_mark(
         self, candidates: models.QuerySet, owner: str, lease: float, limit: int | None = None
@@ -110,17 +114,20 @@ class ClaimQuerySet(JobRows):
         return released
 
 
-@functools.cache
-def _due_by_id(model: Any, using: str) -> tuple[models.QuerySet, list[str]]:
-    """What the claim locks, once its candidates' ids are read: the due
-    READY jobs among them that nobody else holds, as a ``values_list`` of
-    ``names``, built once per database and filtered by ids per claim
-    (transitions/instances.py). The rows carry no ``db_now``: the mark
+def _locked(model: Any, using: str, ids: list[int]) -> list[Job]:
+    """The due READY jobs among ``ids`` that nobody else holds, locked, as
+    instances: by a statement compiled once per database (compiled.py),
+    in the caller's transaction. The rows carry no ``db_now``: the mark
     takes the database's now in its own UPDATE (``_mark_claimed``), as
     decoding a datetime on every row cost more than a microsecond a job."""
     names = attnames(model)
-    rows = model._base_manager.using(using).filter(status=READY, run_after__lte=DbNow())
-    return rows.select_for_update(skip_locked=True).values_list(*names), names
+
+    def due_by_id() -> models.QuerySet:
+        rows = model._base_manager.using(using).filter(status=READY, run_after__lte=DbNow())
+        return rows.filter(pk__in=by_ids()).select_for_update(skip_locked=True).values_list(*names)
+
+    statement = once(due_by_id, (using, "locked", model))
+    return built_rows(model, using, statement.rows(ids), names)
 
 
 def ids_in_claim_order(due: JobRows, limit: int) -> list[int]:

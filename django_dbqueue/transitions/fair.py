@@ -40,7 +40,7 @@ from django.db.models import Min
 
 from ..clock import DbNow
 from ..db import retry_on_conflict
-from .candidates import first_free
+from .candidates import first_free, past
 from .claim import CLAIM_ORDER, claim_key
 from .rows import READY
 
@@ -187,7 +187,7 @@ def claim_fair(
 
     due = jobs.due().filter(concurrency_key=None, rate_key=None)
     return retry_on_conflict(
-        lambda: first_free(due, lambda candidates: fair_candidates(candidates, queues, wanted, room), lock),
+        lambda: first_free(lambda taken: fair_candidates(past(due, taken), queues, wanted, room), lock),
         jobs.db,
     )
 

@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from ..db import lock_if_serialised as _lock_if_serialised
 from ..db import retry_on_conflict
-from .candidates import first_free
+from .candidates import first_free, past
 
 DEFAULT_REVIEW_LEASE = 15 * 60.0
 
@@ -77,9 +77,9 @@ class ClaimQuerySetMixin(_QuerySet):
         # As JobQuerySet.claim (candidates.py): candidates by a plain read, then
         # lock only those by primary key, skipping rows another claimer has locked.
         now = timezone.now()
+        free = self.unclaimed(now).order_by(*self.claim_order)
         return first_free(
-            self.unclaimed(now),
-            lambda free: list(free.order_by(*self.claim_order).values_list("pk", flat=True)[:limit]),
+            lambda taken: list(past(free, taken).values_list("pk", flat=True)[:limit]),
             lambda ids: self._lock_and_mark(ids, owner, lease, now),
         )
 

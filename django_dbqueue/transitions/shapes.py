@@ -28,14 +28,17 @@ queues").
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 
 from ..clock import DbNow
 from ..db import retry_on_conflict
 from ..status import Status
-from .claim import CLAIM_ORDER, claim_key
+from .candidates import past
+from .claim import CLAIM_ORDER, claim_key, ids_in_claim_order
+from .compiled import once
 
 if TYPE_CHECKING:
     from ..models import Job
@@ -64,10 +67,11 @@ def claim_from_queues(
     # won, until its one UNION branch per queue outweighed the single sort.
     shape = shape or ("candidates" if len(queues) == 1 or len(queues) > PER_QUEUE_MAX else "per-queue")
     if shape == "candidates":
-        filtered = (
-            jobs.filter(queue_name__in=queues) if len(queues) > 1 else jobs.filter(queue_name=queues[0])
+        if jobs.query.has_filters():  # a caller's own filter: compiled per claim
+            return of_queues(jobs, queues).claim(owner, limit=limit, lease=lease)
+        return retry_on_conflict(
+            lambda: jobs.claim_candidates(owner, lease, _first_ids(jobs, queues, limit)), jobs.db
         )
-        return filtered.claim(owner, limit=limit, lease=lease)
     if shape == "locking-select":
         if len(queues) != 1:
             raise ValueError("The locking-select claim serves exactly one queue.")
@@ -90,16 +94,56 @@ def _locking_select(jobs: JobQuerySet, queue: str, owner: str, limit: int, lease
     return jobs.lock_and_mark(ready.order_by(*CLAIM_ORDER), owner, lease, limit)
 
 
+def of_queues(jobs: JobQuerySet, queues: list[str]) -> JobQuerySet:
+    """``jobs`` of ``queues``: one queue as an equality, for the claim index."""
+    return jobs.filter(queue_name__in=queues) if len(queues) > 1 else jobs.filter(queue_name=queues[0])
+
+
+def _first_ids(jobs: JobQuerySet, queues: list[str], limit: int) -> Callable[[list[int]], list[int]]:
+    """The read of shape a: the first ``limit`` due ids of ``queues`` in
+    claim order, past those taken, by a statement compiled once
+    (compiled.py) for the first round of a claim."""
+
+    def due() -> JobRows:
+        return of_queues(jobs, queues).due().unlimited()
+
+    def read(taken: list[int]) -> list[int]:
+        if taken:
+            return ids_in_claim_order(due().exclude(pk__in=taken), limit)
+        key = (jobs.db, "candidates", jobs.model, tuple(queues), limit)
+        return once(lambda: due().order_by(*CLAIM_ORDER).values_list("pk", flat=True)[:limit], key).rows()
+
+    return read
+
+
 def _per_queue(jobs: JobQuerySet, queues: list[str], owner: str, limit: int, lease: float) -> list[Job]:
-    return jobs.claim_candidates(owner, limit, lease, lambda due, n: _merged_candidates(due, queues, n))
+    return jobs.claim_candidates(owner, lease, _merged_candidates(jobs, queues, limit))
 
 
-def _merged_candidates(due: JobRows, queues: list[str], limit: int) -> list[int]:
-    fields = ("pk", "priority", "run_after")
-    reads = [due.filter(queue_name=q).order_by(*CLAIM_ORDER).values_list(*fields)[:limit] for q in queues]
-    if len(reads) > 1 and connections[due.db].features.supports_slicing_ordering_in_compound:
-        merged = list(reads[0].union(*reads[1:], all=True))  # one round trip
-    else:
-        merged = [row for read in reads for row in read]  # SQLite: no LIMIT inside UNION
-    # Claim order across queues: the key the index orders each queue by.
-    return [row[0] for row in sorted(merged, key=lambda row: claim_key(row[1], row[2], row[0]))[:limit]]
+def _merged_candidates(jobs: JobQuerySet, queues: list[str], limit: int) -> Callable[[list[int]], list[int]]:
+    """The read of shape c: the first ``limit`` due ids of each queue in
+    index order, merged in claim order, past those taken; the first round's
+    statement compiled once (compiled.py)."""
+
+    def reads(taken: list[int]) -> Any:
+        due = past(jobs.due().unlimited(), taken)
+        fields = ("pk", "priority", "run_after")
+        return [due.filter(queue_name=q).order_by(*CLAIM_ORDER).values_list(*fields)[:limit] for q in queues]
+
+    def read(taken: list[int]) -> list[int]:
+        if connections[jobs.db].features.supports_slicing_ordering_in_compound:
+
+            def union() -> Any:
+                first, *more = reads(taken)
+                return first.union(*more, all=True)
+
+            if taken:
+                merged = list(union())
+            else:  # one round trip
+                merged = once(union, (jobs.db, "per-queue", jobs.model, tuple(queues), limit)).rows()
+        else:
+            merged = [row for read in reads(taken) for row in read]  # SQLite: no LIMIT inside UNION
+        # Claim order across queues: the key the index orders each queue by.
+        return [row[0] for row in sorted(merged, key=lambda row: claim_key(row[1], row[2], row[0]))[:limit]]
+
+    return read
