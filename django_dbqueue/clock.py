@@ -90,9 +90,10 @@ class DatabaseClock:
             read = read_utc(self.using)
             self.base = (elapsed(), read)
             return as_stored(read)
-        carried = (here - self.base[0]) * (1 - self.DRIFT)
+        since, read = self.base
         # Whole microseconds, rounded down: rounding up may pass the clock.
-        return as_stored(self.base[1] + timedelta(microseconds=int(carried * 1e6)))
+        moment = read + timedelta(microseconds=int((here - since) * (1 - self.DRIFT) * 1e6))
+        return moment if settings.USE_TZ else as_stored(moment)
 
 
 def read_database_now(using: str) -> datetime:

@@ -44,6 +44,37 @@ def test_a_batch_of_successes_is_recorded_with_one_update():
         assert job.started_at == job.last_attempted_at <= job.finished_at
 
 
+def test_a_batch_keeps_a_retried_jobs_first_start_and_starts_the_others():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    for i in range(4):
+        add.enqueue(i, 1)
+    first_start = timezone.now() - timedelta(hours=2)
+    retried = Job.objects.order_by("pk")[1]
+    Job.objects.filter(pk=retried.pk).update(started_at=first_start, attempts=1, worker_ids=["w0"])
+    worker = Worker(backend(), ["default"], batch=4)
+    jobs = worker._claim()
+    worker._run_batch(jobs)
+
+    for held in jobs:
+        row = Job.objects.get(pk=held.pk)
+        assert row.status == "SUCCESSFUL" and row.last_attempted_at <= row.finished_at
+        if row.pk == retried.pk:
+            assert row.started_at == first_start < row.last_attempted_at
+            assert (row.attempts, row.worker_ids) == (2, ["w0", worker.name])
+        else:
+            assert row.started_at == row.last_attempted_at
+            assert (row.attempts, row.worker_ids) == (1, [worker.name])
+        # The instance the worker holds says what its row says.
+        assert (held.started_at, held.last_attempted_at, held.finished_at) == (
+            row.started_at,
+            row.last_attempted_at,
+            row.finished_at,
+        )
+
+
 def test_nothing_is_recorded_before_the_flush():
     noop.enqueue()
     [job] = Job.objects.claim("w1", limit=1)

@@ -159,8 +159,8 @@ def _mark_claimed(rows: models.QuerySet, batch: list[Job], owner: str, lease: fl
     update = RowUpdate(rows.model, rows.db)
     changes: dict[str, Any] = {"status": RUNNING, "owner": owner}
     if now is None:
-        update.set_expression("lease_expires_at", DbNow() + timedelta(seconds=lease))
-        update.set_expression("claimed_at", DbNow())
+        update.set_expression("lease_expires_at", DbNow() + timedelta(seconds=lease), once=("lease", lease))
+        update.set_expression("claimed_at", DbNow(), once="now")
     else:
         changes["lease_expires_at"] = now + timedelta(seconds=lease)
         changes["claimed_at"] = now

@@ -94,18 +94,19 @@ class OutcomeQuerySet(JobRows):
         returns how many ``owner`` still held."""
         first = group[0].job
         # One pass, by the id attribute, not the pk property: per job.
-        started, attempted, finished, values = {}, {}, {}, {}
+        attempted, finished, values = {}, {}, {}
         for s in group:
             pk = s.job.id
-            started[pk], attempted[pk] = s.job.started_at or s.started, s.started
-            finished[pk], values[pk] = s.finished, s.return_value
+            attempted[pk], finished[pk], values[pk] = s.started, s.finished, s.return_value
         worker_ids = [*as_list(first.worker_ids), owner]
         update = RowUpdate(self.model, self.db)
         update.set("status", Status.SUCCESSFUL)
         # Batches hold no suspects, so every one of these counts its attempt here.
         update.set_sql("attempts", f"{update.column('attempts')} + 1")
-        update.set_by_pk("started_at", started)
         update.set_by_pk("last_attempted_at", attempted)
+        # A first attempt starts the job (the row's started_at, as claimed, is
+        # NULL); a later one keeps the start it has. One CASE for both.
+        update.coalesce("started_at", "last_attempted_at")
         update.set_by_pk("finished_at", finished)
         update.set("worker_ids", worker_ids)
         for name in ("owner", "lease_expires_at", "unique_key", "cancel_requested_at"):
@@ -118,13 +119,14 @@ class OutcomeQuerySet(JobRows):
         else:  # PostgreSQL cannot type a CASE of bare NULLs; all None is the common case
             update.set("return_value", None)
         # The caller retries conflicts and outages (it holds the outcomes meanwhile).
-        ids = list(started)
+        ids = list(attempted)
         jobs = [s.job for s in group]
         updated = self._finish(lambda **only: update.run(ids, owner=owner, status=RUNNING, **only), jobs)
         for s in group:
             job = s.job
             job.status, job.attempts, job.return_value = Status.SUCCESSFUL, job.attempts + 1, s.return_value
-            job.started_at, job.last_attempted_at, job.finished_at = started[job.id], s.started, s.finished
+            job.started_at = job.started_at or s.started
+            job.last_attempted_at, job.finished_at = s.started, s.finished
             job.worker_ids = worker_ids
             job.owner = job.lease_expires_at = None
         return updated

@@ -14,7 +14,7 @@ times of ``set_by_pk`` are written into it as text too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from datetime import datetime
 from typing import Any
 
@@ -23,43 +23,60 @@ from django.db import connections
 from django.db.models import DateTimeField
 from django.db.models.sql import Query
 
+from .compiled import now_binds
+
+# Expressions compiled once (set_expression's ``once``): a few a worker.
+_FRAGMENTS: dict[tuple[Any, ...], tuple[str, list[Any]]] = {}
+
 
 class RowUpdate:
     """``UPDATE <model's table> SET ... WHERE pk IN (ids) AND ...``, built up
     by ``set`` (one value for every row), ``set_by_pk`` (a value per row),
-    ``set_sql`` (an expression), and run by ``run``."""
+    ``set_expression`` and ``set_sql`` (an expression), ``coalesce`` (a
+    value kept, or another column's new one), and run by ``run``."""
 
     def __init__(self, model: Any, using: str) -> None:
         self.model = model
         self.using = using
         self.connection = connections[using]
         self.quote = self.connection.ops.quote_name
-        self.assignments: list[str] = []
-        self.params: list[Any] = []
+        # Each assignment's SQL and its parameters, in order.
+        self.assignments: list[tuple[str, list[Any]]] = []
 
     def set(self, name: str, value: Any) -> RowUpdate:
         field = self.model._meta.get_field(name)
         if value is None:
-            self.assignments.append(f"{self.quote(field.column)} = NULL")
+            self.assignments.append((f"{self.quote(field.column)} = NULL", []))
         else:
-            self.assignments.append(f"{self.quote(field.column)} = %s")
-            self.params.append(field.get_db_prep_save(value, self.connection))
+            prepared = field.get_db_prep_save(value, self.connection)
+            self.assignments.append((f"{self.quote(field.column)} = %s", [prepared]))
         return self
 
-    def set_expression(self, name: str, expression: Any) -> RowUpdate:
+    def set_expression(self, name: str, expression: Any, once: Hashable | None = None) -> RowUpdate:
         """``name = expression``, an ORM expression of no column (``DbNow()
-        + timedelta(...)``), compiled for this database."""
+        + timedelta(...)``), compiled for this database; with ``once``, a
+        key for the expression, compiled once per database where DbNow is
+        the server's clock in the SQL (compiled.py)."""
+        if once is None or now_binds(self.using):
+            sql, params = self._compiled(expression)
+        else:
+            key = (self.using, self.connection.vendor, settings.USE_TZ, self.model, once)
+            if key not in _FRAGMENTS:
+                _FRAGMENTS[key] = self._compiled(expression)
+            sql, params = _FRAGMENTS[key]
+        self.assignments.append((f"{self.column(name)} = {sql}", list(params)))
+        return self
+
+    def _compiled(self, expression: Any) -> tuple[str, list[Any]]:
         query = Query(self.model)
         resolved = expression.resolve_expression(query, allow_joins=False, for_save=True)
         sql, params = query.get_compiler(connection=self.connection).compile(resolved)
-        self.assignments.append(f"{self.column(name)} = {sql}")
-        self.params += params
-        return self
+        return sql, list(params)
 
     def set_sql(self, name: str, sql: str) -> RowUpdate:
         """``name = sql``, where ``sql`` may name the row's columns (quoted
         with ``column()``) and holds no parameters."""
-        self.assignments.append(f"{self.column(name)} = {sql}")
+        self.assignments.append((f"{self.column(name)} = {sql}", []))
         return self
 
     def set_by_pk(self, name: str, values: dict[int, Any]) -> RowUpdate:
@@ -68,6 +85,7 @@ class RowUpdate:
         # Ids are written into the SQL as digits (int() admits nothing else):
         # escaping each as a parameter showed in the profile too.
         pk = self.column("pk")
+        params: list[Any] = []
         if isinstance(field, DateTimeField):
             # Times as the backend's adapter gives them, written into the SQL
             # where that is plain text of digits (_datetime_literal).
@@ -77,13 +95,25 @@ class RowUpdate:
                 text = literal(value)
                 if text is None:
                     whens.append(f"WHEN {int(key)} THEN %s")
-                    self.params.append(self.connection.ops.adapt_datetimefield_value(value))
+                    params.append(self.connection.ops.adapt_datetimefield_value(value))
                 else:
                     whens.append(f"WHEN {int(key)} THEN '{text}'")
         else:
             whens = [f"WHEN {int(key)} THEN %s" for key in values]
-            self.params += [field.get_db_prep_save(value, self.connection) for value in values.values()]
-        self.assignments.append(f"{self.quote(field.column)} = CASE {pk} {' '.join(whens)} END")
+            params = [field.get_db_prep_save(value, self.connection) for value in values.values()]
+        self.assignments.append((f"{self.quote(field.column)} = CASE {pk} {' '.join(whens)} END", params))
+        return self
+
+    def coalesce(self, name: str, like: str) -> RowUpdate:
+        """``name = COALESCE(name, <what like is set to>)``: the column keeps
+        a value it holds, else takes ``like``'s new one; ``like`` is set
+        already (by ``set_by_pk``, say), and its SQL is written again here
+        rather than read from the row, which databases do not agree on
+        (MySQL reads a column assigned earlier in the statement)."""
+        prefix = f"{self.column(like)} = "
+        sql, params = next((sql, params) for sql, params in self.assignments if sql.startswith(prefix))
+        column = self.column(name)
+        self.assignments.append((f"{column} = COALESCE({column}, {sql[len(prefix) :]})", list(params)))
         return self
 
     def column(self, name: str) -> str:
@@ -97,15 +127,13 @@ class RowUpdate:
         if not ids:
             return 0
         where = [f"{self.column('pk')} IN ({', '.join(str(int(pk)) for pk in ids)})"]
-        params = list(self.params)
+        params = [param for _, each in self.assignments for param in each]
         for name, value in conditions.items():
             field = self.model._meta.get_field(name)
             where.append(f"{self.quote(field.column)} = %s")
             params.append(field.get_db_prep_value(value, self.connection))
-        sql = (
-            f"UPDATE {self.quote(self.model._meta.db_table)} SET {', '.join(self.assignments)} "
-            f"WHERE {' AND '.join(where)}"
-        )
+        assignments = ", ".join(sql for sql, _ in self.assignments)
+        sql = f"UPDATE {self.quote(self.model._meta.db_table)} SET {assignments} WHERE {' AND '.join(where)}"
         with self.connection.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.rowcount

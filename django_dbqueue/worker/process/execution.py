@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("django_dbqueue")
 
+_UNASKED = object()
+
 
 class JobRunner:
     """Runs jobs for one worker (``owner``) and records their outcomes."""
@@ -86,6 +88,7 @@ class JobRunner:
         # What the task's current_job() shares with this worker (running/job.py).
         self.control = JobControl(owner, backend.database, slot, self.config.control_interval)
         self.spans = job_spans()  # None without OpenTelemetry (tracing.py)
+        self._integers: Any = _UNASKED
 
     def due(self) -> bool:
         """Whether what waits to be written (successes, an atomic group) should be now."""
@@ -99,8 +102,11 @@ class JobRunner:
         self.outcomes.flush()
 
     def integers(self) -> Integers:
-        """The integers a result may hold: MySQL's JSON rounds wider ones."""
-        return exact_integers(connections[self.backend.database])
+        """The integers a result may hold: MySQL's JSON rounds wider ones.
+        Asked of the connection once (its server's kind stays)."""
+        if self._integers is _UNASKED:
+            self._integers = exact_integers(connections[self.backend.database])
+        return self._integers
 
     def release(self, ids: list[int]) -> int:
         """Give this worker's claimed jobs back to the queue, attempts unspent.
