@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import models
 from django.db.models import OuterRef
-from django.db.models.expressions import RawSQL
 
 from ..clock import DbNow
 from ..status import FINISHED, Status
@@ -138,11 +137,3 @@ def of_batch(
     through the partial batch index (migration 0020)."""
     indexed = IndexedStatus("batched_status")
     return rows.filter(batch_id=batch_id).alias(batched=indexed).filter(batched__in=list(statuses))
-
-
-def listed(ids: Iterable[int]) -> RawSQL:
-    """``ids`` for a ``pk__in=`` lookup, written into the SQL as digits
-    (``int()`` admits nothing else). Django prepares each value of a plain
-    list as a lookup value and the driver escapes it as a parameter: for a
-    claim of 200 ids, that showed in the worker's profile."""
-    return RawSQL(", ".join([str(int(pk)) for pk in ids]) or "NULL", [])

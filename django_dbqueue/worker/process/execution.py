@@ -18,8 +18,8 @@ from django.db import connections
 
 from ...clock import DatabaseClock
 from ...db import DB_ERRORS, DurableWrites, Outage, drop_connection, is_outage, retry_on_conflict
-from ...exceptions import JobNotRunnable, ResultNotStorable, Snooze, TaskNotDeployed, WorkerStopped
-from ...payload import Integers, as_list, bounded_text, check_return_value, exact_integers
+from ...exceptions import JobNotRunnable, Snooze, TaskNotDeployed, WorkerStopped
+from ...payload import Integers, as_list, check_return_value, exact_integers
 from ...retries import after_failure
 from ...running.control import JobControl
 from ...status import Status
@@ -39,15 +39,13 @@ from .snoozing import snooze_or_fail
 from .stops import end_unstarted, record_stop, stop_kind
 from .timeouts import call_with_limit
 from .undeployed import give_back_or_fail
-from .unstored import note_dropped, record_refused
+from .unstored import not_storable, note_dropped, record_refused
 
 if TYPE_CHECKING:
     from ...backend import DatabaseBackend
     from ...models import Job
 
 logger = logging.getLogger("django_dbqueue")
-
-_UNASKED = object()
 
 
 class JobRunner:
@@ -88,7 +86,6 @@ class JobRunner:
         # What the task's current_job() shares with this worker (running/job.py).
         self.control = JobControl(owner, backend.database, slot, self.config.control_interval)
         self.spans = job_spans()  # None without OpenTelemetry (tracing.py)
-        self._integers: Any = _UNASKED
 
     def due(self) -> bool:
         """Whether what waits to be written (successes, an atomic group) should be now."""
@@ -102,9 +99,8 @@ class JobRunner:
         self.outcomes.flush()
 
     def integers(self) -> Integers:
-        """The integers a result may hold: MySQL's JSON rounds wider ones.
-        Asked of the connection once (its server's kind stays)."""
-        if self._integers is _UNASKED:
+        """The integers a result may hold (MySQL's JSON rounds wider ones), asked once."""
+        if not hasattr(self, "_integers"):
             self._integers = exact_integers(connections[self.backend.database])
         return self._integers
 
@@ -160,7 +156,7 @@ class JobRunner:
         try:
             value, size = check_return_value(value, self.config.MAX_RETURN_BYTES, self.integers())
         except Exception as exc:  # ResultNotStorable, or a value whose own methods raise
-            refused: BaseException | None = _not_storable(exc)
+            refused: BaseException | None = not_storable(exc)
         else:
             refused = None
         if refused is not None:
@@ -284,12 +280,6 @@ class JobRunner:
             raise exc
         except BaseException:
             task_finished.send(type(self.backend), task_result=result)
-
-
-def _not_storable(exc: Exception) -> ResultNotStorable:
-    if isinstance(exc, ResultNotStorable):
-        return exc
-    return ResultNotStorable(f"Checking the return value failed: {bounded_text(repr(exc), 2000)}")
 
 
 def started_view(job: Job, started: Any) -> Job:

@@ -43,6 +43,13 @@ def note_dropped(outcome: Finished, control: JobControl) -> None:
         outcome.error = not_saved(outcome.error, why)
 
 
+def not_storable(exc: Exception) -> ResultNotStorable:
+    """What checking a return value raised, as the failure to record."""
+    if isinstance(exc, ResultNotStorable):
+        return exc
+    return ResultNotStorable(f"Checking the return value failed: {bounded_text(repr(exc), 2000)}")
+
+
 def not_saved(error: dict[str, str], why: str) -> dict[str, str]:
     """``error`` saying that the attempt's last checkpoint was not saved, and why."""
     note = (
