@@ -103,3 +103,48 @@ def test_a_caller_filter_is_kept_not_served_from_a_statement_compiled_without_it
     only = Job.objects.filter(pk=rows[3].pk)
     got = claim_from_queues(only, ["filtered"], "w2", 3, 60.0)
     assert [job.pk for job in got] == [rows[3].pk]
+
+
+def test_every_converter_of_the_claimed_columns_leaves_null_as_none():
+    from django_dbqueue.transitions.compiled import Compiled
+    from django_dbqueue.transitions.instances import attnames
+
+    with transaction.atomic():
+        statement = Compiled(Job.objects.select_for_update().values_list(*attnames(Job)))
+    assert statement.converters, "the job's columns have converters on every database"
+    for _, (functions, expression) in statement.converters:
+        for function in functions:
+            assert function(None, expression, connection) is None, (expression, function)
+
+
+def test_the_claims_time_decoder_reads_what_mysqldb_reads():
+    times = pytest.importorskip("MySQLdb.times")
+    texts = [
+        "2026-11-29 02:53:24.000100",
+        "2026-11-29 02:53:24.000000",
+        "2026-11-29 02:53:24",
+        "2026-11-29 02:53:24.500",
+        "9999-12-31 23:59:59.999999",
+        "0001-01-01 00:00:00",
+        "0000-00-00 00:00:00",  # MySQL's zero date
+        "2026-02-30 00:00:00",  # no such day
+        "2026-11-29",
+        "2026-11-29 24:00:00",
+        "2026-11-29T02:53:24",
+        "2026-11-29 02:53:24,000100",
+        "2026-W48-1 02:53:24",
+        "2026-11-29 02:53:24.1+0000",
+        "2026-11-29 02:53:24+00:00",
+    ]
+    for text in texts:
+        assert compiled.decoded_time(text) == times.DateTime_or_None(text), text
+
+
+def test_a_claim_leaves_the_connections_time_decoder_as_it_found_it():
+    jobs_in("decoder", 2)
+    connection.ensure_connection()
+    before = dict(getattr(connection.connection, "converter", {}))
+    assert len(claim_from_queues(Job.objects.using("default"), ["decoder"], "w1", 2, 60.0)) == 2
+    assert dict(getattr(connection.connection, "converter", {})) == before
+    [moment] = Job.objects.filter(owner="w1").values_list("run_after", flat=True)[:1]
+    assert timezone.is_aware(moment) is settings.USE_TZ

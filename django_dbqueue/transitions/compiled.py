@@ -19,7 +19,9 @@ statements as before (``now_binds``).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -61,7 +63,7 @@ class Compiled:
                 raise ValueError("This statement takes no ids.")
             sql = sql.replace(IDS, ", ".join([str(int(pk)) for pk in ids]) or "NULL")
         connection = connections[self.using]
-        with connection.cursor() as cursor:
+        with connection.cursor() as cursor, _times_decoded_in_c(connection):
             cursor.execute(sql, self.params)
             rows = cursor.fetchall()
         if self.converters:
@@ -115,14 +117,58 @@ _ONCE: dict[tuple[Any, ...], Compiled] = {}
 
 def _converted(rows: Any, converters: list[Any], connection: Any) -> list[list[Any]]:
     """Django's converters on ``rows``, as ``SQLCompiler.apply_converters``
-    applies them, with this thread's connection."""
+    applies them, with this thread's connection; but a NULL is left None
+    without asking them, as every converter of a job's columns would leave
+    it (a test asks each)."""
     out = []
     for row in rows:
         row = list(row)
         for position, (functions, expression) in converters:
             value = row[position]
+            if value is None:
+                continue
             for function in functions:
                 value = function(value, expression, connection)
             row[position] = value
         out.append(row)
     return out
+
+
+@contextmanager
+def _times_decoded_in_c(connection: Any) -> Iterator[None]:
+    """On MySQL and MariaDB, the driver's connection decodes DATETIMEs with
+    :func:`decoded_time` for the block: MySQLdb's own decoder is Python
+    (about 2.3 µs a value on this machine, 0.3 for ``fromisoformat``), and
+    every claimed row holds two (``run_after``, ``enqueued_at``). The
+    driver reads its connection's converters when a statement's result
+    arrives, so the block's statement alone is decoded so."""
+    converters = getattr(connection.connection, "converter", None) if connection.vendor == "mysql" else None
+    if converters is None:
+        yield
+        return
+    from MySQLdb.constants.FIELD_TYPE import DATETIME  # type: ignore[import-untyped]
+
+    before = converters.get(DATETIME)
+    converters[DATETIME] = decoded_time
+    try:
+        yield
+    finally:
+        converters[DATETIME] = before
+
+
+def decoded_time(text: str) -> Any:
+    """A DATETIME as MySQLdb decodes it. The server's form of a time is
+    ``YYYY-MM-DD HH:MM:SS`` or ``YYYY-MM-DD HH:MM:SS.ffffff``, for which
+    ``datetime.fromisoformat`` gives the same naive time, in C; anything
+    else (MySQL's zero date, a day that does not exist, text of another
+    shape) goes to MySQLdb's decoder, which reads a bad time as None."""
+    if len(text) in (19, 26) and text[4] == "-" and text[7] == "-":
+        try:
+            moment = datetime.fromisoformat(text)
+        except ValueError:
+            moment = None
+        if moment is not None and moment.tzinfo is None:
+            return moment
+    from MySQLdb.times import DateTime_or_None  # type: ignore[import-untyped]
+
+    return DateTime_or_None(text)

@@ -215,7 +215,8 @@ def statements(successes: list[Finished]) -> list[list[Finished]]:
     groups: dict[tuple, list[list[Finished]]] = {}
     sizes: dict[tuple, int] = {}
     for success in successes:
-        key = tuple(map(str, as_list(success.job.worker_ids)))
+        earlier = success.job.worker_ids
+        key = tuple(map(str, as_list(earlier))) if earlier else ()  # () for most: a first run
         size = success.size + 200
         if key not in groups or sizes[key] + size > STATEMENT_BUDGET:
             groups.setdefault(key, []).append([])

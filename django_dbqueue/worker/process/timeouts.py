@@ -21,6 +21,7 @@ dead-worker path (suspect, claimed alone, attempt counted in the claim).
 from __future__ import annotations
 
 import asyncio
+import functools
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -50,7 +51,7 @@ def call_with_limit(
     none), and the hard one published in the control's slot if there is one.
     An async task's coroutine may be cancelled by its worker (softstop.py)."""
     slot = control.slot
-    if iscoroutinefunction(func):
+    if _is_async(func):
         limited = _cancelled_after(func, seconds) if seconds else func
         run = async_to_sync(controlled(limited, control) if slot is not None else limited)
         with _hard_limit(seconds, slot):
@@ -59,6 +60,21 @@ def call_with_limit(
         return func(*args, **kwargs)
     with _hard_limit(seconds, slot), _alarm(seconds):
         return func(*args, **kwargs)
+
+
+def _is_async(func: Callable[..., Any]) -> bool:
+    """Whether ``func`` is async, asked once per task function (asgiref's
+    check unwraps partials and reads code flags: per job, it showed in the
+    worker's profile); each time for a callable that cannot be a key."""
+    try:
+        return _async_function(func)
+    except TypeError:  # unhashable
+        return iscoroutinefunction(func)
+
+
+@functools.lru_cache(maxsize=1024)
+def _async_function(func: Callable[..., Any]) -> bool:
+    return iscoroutinefunction(func)
 
 
 def _cancelled_after(func: Callable[..., Any], seconds: float) -> Callable[..., Any]:
