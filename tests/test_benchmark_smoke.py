@@ -160,6 +160,17 @@ def test_the_table_designs_benchmark_drains_every_design_on_todays_table():
     assert designs.keys and ran == ["ceiling", *(key.value for key in designs.keys)], proc.stdout
 
 
+def test_the_table_designs_drain_with_two_clients_and_give_each_designs_ratio():
+    proc = run_script(
+        "narrow_row.py", "400", "1", "--only=nolease,once", "--workers=2", database="bench_designs"
+    )
+    rounds = [line for line in proc.stdout.splitlines() if line.startswith("round")]
+    assert [line.split(":")[1].split()[0] for line in rounds] == ["ceiling", "nolease", "once"], proc.stdout
+    # Both clients' jobs add up to every job, once (the script asserts it); each design gives its ratio.
+    ratios = [float(line.split("(")[1].split("x")[0]) for line in rounds[1:]]
+    assert all(ratio > 0 for ratio in ratios), proc.stdout
+
+
 @once_per_run("the comparison runs the same code on either server; its parts are the drain and enqueue above")
 def test_the_comparison_of_two_checkouts_runs_both_and_removes_its_worktree():
     if not (ROOT / ".git").exists():
