@@ -41,6 +41,13 @@ def test_the_database_now_binds_a_value_exactly_where_the_docs_say():
     assert compiled.now_binds("default") is binds
 
 
+def test_local_time_on_mysql_binds_even_where_its_offset_is_zero_now(settings):
+    # A zone at UTC's offset in winter (London) is an hour ahead in summer:
+    # a statement kept from winter would claim jobs an hour late.
+    settings.USE_TZ, settings.TIME_ZONE = False, "UTC"
+    assert compiled.now_binds("default") is (connection.vendor in ("mysql", "sqlite"))
+
+
 def test_the_compiled_locking_read_gives_the_instances_the_orm_gives():
     rows = jobs_in("default", 3, args=[1, "two", {"3": None}], kwargs={"k": [True]}, priority=-4)
     Job.objects.filter(pk=rows[1].pk).update(suspect=True, worker_ids=["w0"], has_dependants=True)

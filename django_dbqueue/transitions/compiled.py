@@ -81,8 +81,14 @@ def by_ids() -> RawSQL:
 def now_binds(using: str) -> bool:
     """Whether :class:`DbNow` binds a value on ``using`` (SQLite, and
     MySQL or MariaDB with ``USE_TZ = False``): then a statement that holds
-    it cannot be compiled once."""
-    return _now_binds(using, connections[using].vendor, settings.USE_TZ)
+    it cannot be compiled once. MySQL's local offset binds even while it
+    is zero (a zone at UTC's offset in winter): it moves with daylight
+    saving, and a statement kept from winter would compare summer's due
+    times with UTC."""
+    vendor = connections[using].vendor
+    if vendor == "mysql" and not settings.USE_TZ:
+        return True
+    return _now_binds(using, vendor, settings.USE_TZ)
 
 
 @functools.cache
