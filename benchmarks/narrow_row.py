@@ -286,7 +286,7 @@ def drain(design, n: int, pid: int | None, workers: int = 1) -> tuple[float, flo
     conn.commit()
     if workers == 1:
         server, wall = cpu_seconds(pid), time.perf_counter()
-        done = _work(design, "w1")
+        done = _work(design, "w1", conn)
         wall, server = time.perf_counter() - wall, cpu_seconds(pid) - server
     else:
         ctx = multiprocessing.get_context("fork")

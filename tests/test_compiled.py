@@ -77,7 +77,7 @@ def test_a_worker_compiles_its_claim_statements_once_where_the_database_now_allo
         build(self, rows)
 
     monkeypatch.setattr(compiled.Compiled, "__init__", counted)
-    monkeypatch.setattr(compiled, "_ONCE", {})
+    monkeypatch.setattr(compiled, "_KEPT", {})
     per_claim = []
     for _ in range(3):
         before = len(made)

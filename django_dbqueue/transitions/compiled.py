@@ -22,7 +22,7 @@ import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.conf import settings
 from django.db import connections
@@ -34,6 +34,8 @@ from ..clock import DbNow
 
 if TYPE_CHECKING:
     from django.db.models import QuerySet
+
+Kept = TypeVar("Kept")
 
 # Where the ids of one read go, in a statement compiled once: a comment,
 # which no identifier or value of the ORM's SQL can hold.
@@ -103,22 +105,29 @@ def _now_binds(using: str, vendor: str, use_tz: bool) -> bool:
 def once(build: Callable[[], QuerySet[Any, Any]], key: tuple[Any, ...]) -> Compiled:
     """``build()`` compiled, once per ``key`` (which names the database)
     where :func:`now_binds` allows it, or else afresh each time."""
+    return kept(key, lambda: Compiled(build()))
+
+
+def kept(key: tuple[Any, ...], make: Callable[[], Kept]) -> Kept:
+    """``make()``, what was compiled for a statement or a part of one: made
+    once per ``key`` (its first item the database's alias) where
+    :func:`now_binds` allows it, or else afresh each time."""
     using = key[0]
     if now_binds(using):
-        return Compiled(build())
+        return make()
     full = (*key, connections[using].vendor, settings.USE_TZ)
-    compiled = _ONCE.get(full)
-    if compiled is None:
-        if len(_ONCE) >= ONCE_MAX:
-            _ONCE.clear()
-        compiled = _ONCE[full] = Compiled(build())
-    return compiled
+    if full not in _KEPT:
+        if len(_KEPT) >= KEPT_MAX:
+            _KEPT.clear()
+        _KEPT[full] = make()
+    return _KEPT[full]
 
 
-# A few entries a worker (its queues, the claim sizes it asks for); the
-# bound only keeps a process that claims every size and queue in check.
-ONCE_MAX = 512
-_ONCE: dict[tuple[Any, ...], Compiled] = {}
+# A few entries a worker (its queues, the claim sizes it asks for, the
+# mark's lease); the bound only keeps a process that claims every size and
+# queue in check.
+KEPT_MAX = 512
+_KEPT: dict[tuple[Any, ...], Any] = {}
 
 
 def _converted(rows: Any, converters: list[Any], connection: Any) -> list[list[Any]]:

@@ -23,10 +23,7 @@ from django.db import connections
 from django.db.models import DateTimeField
 from django.db.models.sql import Query
 
-from .compiled import now_binds
-
-# Expressions compiled once (set_expression's ``once``): a few a worker.
-_FRAGMENTS: dict[tuple[Any, ...], tuple[str, list[Any]]] = {}
+from .compiled import kept
 
 
 class RowUpdate:
@@ -57,13 +54,11 @@ class RowUpdate:
         + timedelta(...)``), compiled for this database; with ``once``, a
         key for the expression, compiled once per database where DbNow is
         the server's clock in the SQL (compiled.py)."""
-        if once is None or now_binds(self.using):
+        if once is None:
             sql, params = self._compiled(expression)
         else:
-            key = (self.using, self.connection.vendor, settings.USE_TZ, self.model, once)
-            if key not in _FRAGMENTS:
-                _FRAGMENTS[key] = self._compiled(expression)
-            sql, params = _FRAGMENTS[key]
+            key = (self.using, "expression", self.model, once)
+            sql, params = kept(key, lambda: self._compiled(expression))
         self.assignments.append((f"{self.column(name)} = {sql}", list(params)))
         return self
 
