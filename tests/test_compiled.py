@@ -155,3 +155,15 @@ def test_a_claim_leaves_the_connections_time_decoder_as_it_found_it():
     assert dict(getattr(connection.connection, "converter", {})) == before
     [moment] = Job.objects.filter(owner="w1").values_list("run_after", flat=True)[:1]
     assert timezone.is_aware(moment) is settings.USE_TZ
+
+
+def test_a_read_the_database_refuses_leaves_the_time_decoder_as_it_found_it():
+    from django.db import DatabaseError
+
+    connection.ensure_connection()
+    before = dict(getattr(connection.connection, "converter", {}))
+    statement = compiled.Compiled(Job.objects.values_list("pk", "run_after"))
+    statement.sql = statement.sql.replace("SELECT", "SELECT no_such_column,", 1)
+    with pytest.raises(DatabaseError):
+        statement.rows()
+    assert dict(getattr(connection.connection, "converter", {})) == before
